@@ -1,0 +1,34 @@
+# Two entry points: `make run` (the daemon against the local sandbox until real tokens are
+# configured) and `make test` (lint, types and the test suite). Both create the virtualenv.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CONFIG ?=
+
+.PHONY: run test lint venv clean
+
+$(BIN)/bot: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(BIN)/bot
+
+venv: $(BIN)/bot
+
+run: venv
+ifeq ($(CONFIG),)
+	$(BIN)/bot sandbox
+else
+	$(BIN)/bot run -c $(CONFIG)
+endif
+
+lint: venv
+	$(BIN)/ruff check bot tests bench
+	$(BIN)/ruff format --check bot tests bench
+	$(BIN)/mypy --strict bot
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
