@@ -1,0 +1,262 @@
+"""YAML configuration -> frozen, validated settings.
+
+This is the only module that reads environment variables: `${NAME}` interpolation in string
+values, and `$CREDENTIALS_DIRECTORY` (systemd `LoadCredential=`) for relative `*_file` paths.
+Every problem is raised as `ConfigError` whose message names the key path, so that the CLI can
+print one line and exit 2 instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_REPO_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$")
+# Keys whose value is a secret; `<key>_file` is accepted in their place.
+SECRET_KEYS = ("token", "api_key")
+
+
+class ConfigError(Exception):
+    """An invalid configuration; `str()` is a one-line message naming the key path."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}" if path else problem)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GitHubSettings(_Frozen):
+    api_url: str = "https://api.github.com"
+    token: SecretStr
+    repositories: tuple[str, ...] = Field(min_length=1)
+    # PyGithub throttles writes by default; GitHub asks for about one second between them.
+    seconds_between_writes: float = Field(default=1.0, ge=0)
+    timeout_seconds: float = Field(default=30.0, gt=0)
+
+    @field_validator("repositories")
+    @classmethod
+    def _owner_name(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for repo in value:
+            if not _REPO_PATH.match(repo) or repo.count("/") != 1:
+                raise ValueError(f"{repo!r} is not of the form owner/name")
+        return value
+
+
+class GitLabSettings(_Frozen):
+    url: str = "https://gitlab.com"
+    token: SecretStr
+    projects: tuple[str, ...] = Field(min_length=1)
+    timeout_seconds: float = Field(default=30.0, gt=0)
+
+    @field_validator("projects")
+    @classmethod
+    def _group_name(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for project in value:
+            if not _REPO_PATH.match(project):
+                raise ValueError(f"{project!r} is not of the form group/name")
+        return value
+
+
+class LabelSettings(_Frozen):
+    trigger: str = Field(default="coding agent", min_length=1)
+    processing: str = Field(default="coding agent processing", min_length=1)
+    done: str = Field(default="coding agent done", min_length=1)
+    paused: str = Field(default="coding agent paused", min_length=1)
+    stopped: str = Field(default="coding agent stopped", min_length=1)
+    failed: str = Field(default="coding agent failed", min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> LabelSettings:
+        names = list(self.model_dump().values())
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"label names must differ; repeated: {', '.join(duplicates)}")
+        return self
+
+
+class LLMSettings(_Frozen):
+    base_url: str = "http://127.0.0.1:11434/v1"
+    api_key: SecretStr | None = None
+    model: str = "llama3.1"
+    context_window: int = Field(default=8192, ge=512)
+    tokenizer: Literal["cl100k_base", "o200k_base"] | None = None
+    max_steps: int = Field(default=40, ge=1)
+    max_tokens_per_task: int = Field(default=400_000, ge=1000)
+    timeout_seconds: float = Field(default=120.0, gt=0)
+
+
+class AccessSettings(_Frozen):
+    # Empty means: anyone with write access to the repository may instruct the bot.
+    allowed_users: tuple[str, ...] = ()
+    # Other bots whose comments are never fed to the model (the bot's own login comes from
+    # its token and is always ignored).
+    ignore_authors: tuple[str, ...] = ("github-actions[bot]", "dependabot[bot]")
+    # What to do with comments from people without write access: quote them as untrusted
+    # data, or leave them out entirely.
+    untrusted_comments: Literal["quote", "ignore"] = "quote"
+
+
+class Settings(_Frozen):
+    state_dir: Path = Path("./state")
+    poll_interval_seconds: int = Field(default=60, ge=5)
+    max_concurrent_tasks: int = Field(default=2, ge=1, le=64)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    github: GitHubSettings | None = None
+    gitlab: GitLabSettings | None = None
+    labels: LabelSettings = LabelSettings()
+    llm: LLMSettings = LLMSettings()
+    access: AccessSettings = AccessSettings()
+
+    @model_validator(mode="after")
+    def _some_source(self) -> Settings:
+        if self.github is None and self.gitlab is None:
+            raise ValueError("configure at least one of 'github' or 'gitlab'")
+        return self
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret value, for the log redaction processor."""
+        values = [
+            self.github.token if self.github else None,
+            self.gitlab.token if self.gitlab else None,
+            self.llm.api_key,
+        ]
+        return tuple(v.get_secret_value() for v in values if v and v.get_secret_value())
+
+
+def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read, interpolate and validate one YAML file."""
+    env = os.environ if environ is None else environ
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("", f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError("", f"config file {path} is not UTF-8 text") from None
+    return parse_settings(text, env, base_dir=path.parent)
+
+
+def parse_settings(text: str, environ: Mapping[str, str], base_dir: Path = Path()) -> Settings:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError("", f"not valid YAML{where}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("", "the top level must be a mapping of keys")
+    resolved = _resolve(raw, "", environ, base_dir)
+    try:
+        return Settings.model_validate(resolved)
+    except ValidationError as exc:
+        raise _first_error(exc) from None
+
+
+def _resolve(node: Any, path: str, environ: Mapping[str, str], base_dir: Path) -> Any:
+    """Interpolate `${VAR}` and read `<secret>_file` keys, tracking the key path."""
+    if isinstance(node, str):
+        return _interpolate(node, path, environ)
+    if isinstance(node, list):
+        return [_resolve(v, f"{path}[{i}]", environ, base_dir) for i, v in enumerate(node)]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        key_path = f"{path}.{key}" if path else str(key)
+        if not isinstance(key, str):
+            raise ConfigError(key_path, "keys must be strings")
+        secret = key.removesuffix("_file")
+        if key.endswith("_file") and secret in SECRET_KEYS:
+            if secret in node:
+                raise ConfigError(key_path, f"give either '{secret}' or '{key}', not both")
+            file_path = _resolve(value, key_path, environ, base_dir)
+            out[secret] = _read_secret_file(file_path, key_path, environ, base_dir)
+            continue
+        out[key] = _resolve(value, key_path, environ, base_dir)
+    return out
+
+
+def _interpolate(value: str, path: str, environ: Mapping[str, str]) -> str:
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(path, f"environment variable {name} is not set")
+
+    return _ENV_REF.sub(substitute, value)
+
+
+def _read_secret_file(value: Any, path: str, environ: Mapping[str, str], base_dir: Path) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(path, "must be a file path")
+    file_path = Path(value).expanduser()
+    if not file_path.is_absolute():
+        # systemd's LoadCredential= puts files in $CREDENTIALS_DIRECTORY; a bare name means
+        # "the credential of that name" when it is set, else a path beside the config file.
+        creds = environ.get("CREDENTIALS_DIRECTORY")
+        file_path = Path(creds) / file_path if creds else base_dir / file_path
+    try:
+        secret = file_path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read {file_path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(path, f"{file_path} is not UTF-8 text") from None
+    if not secret:
+        raise ConfigError(path, f"{file_path} is empty")
+    return secret
+
+
+def _first_error(exc: ValidationError) -> ConfigError:
+    error = exc.errors(include_input=False, include_url=False)[0]
+    path = ""
+    for part in error["loc"]:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part not in ("function-after[_owner_name(), tuple[str, ...]]",):
+            path = f"{path}.{part}" if path else str(part)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        problem = "unknown key"
+    elif kind == "missing":
+        problem = "required key is missing"
+    else:
+        problem = error["msg"].removeprefix("Value error, ")
+    return ConfigError(path, problem)
+
+
+def summary(settings: Settings) -> dict[str, Any]:
+    """The settings as plain data with every secret masked, for `bot check-config`."""
+    data: dict[str, Any] = settings.model_dump(mode="json")
+    _mask(data)
+    return data
+
+
+def _mask(node: Any) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in SECRET_KEYS and value:
+                node[key] = "********"
+            else:
+                _mask(value)

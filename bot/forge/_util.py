@@ -1,0 +1,85 @@
+"""Small helpers shared by the adapters: timestamps, bounded caches, Link headers."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="([^"]+)"')
+
+
+def parse_time(value: str | None) -> datetime:
+    """Parse the ISO-8601 timestamps both forges return; always timezone-aware UTC."""
+    if not value:
+        return datetime.fromtimestamp(0, UTC)
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def format_time(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def next_link(header: str | None) -> str | None:
+    if not header:
+        return None
+    for url, rel in _LINK.findall(header):
+        if rel == "next":
+            return url
+    return None
+
+
+class LRU(Generic[K, V]):
+    """A thread-safe bounded mapping: long-running daemons must not grow without limit."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._data: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._capacity:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class TTLCache(Generic[K, V]):
+    """LRU whose entries expire; used for permissions, which change rarely but do change."""
+
+    def __init__(
+        self, ttl: float, capacity: int = 4096, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._ttl = ttl
+        self._clock = clock
+        self._lru: LRU[K, tuple[float, V]] = LRU(capacity)
+
+    def get(self, key: K) -> V | None:
+        entry = self._lru.get(key)
+        if entry is None or entry[0] < self._clock():
+            return None
+        return entry[1]
+
+    def put(self, key: K, value: V) -> None:
+        self._lru.put(key, (self._clock() + self._ttl, value))

@@ -1,0 +1,41 @@
+"""The narrow interface the daemon needs from a forge."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from bot.forge.types import Comment, Permission, Platform, TaskKey, TaskSummary, Thread, User
+
+
+class Forge(Protocol):
+    platform: Platform
+
+    def whoami(self) -> User:
+        """The account behind the token: the bot's identity."""
+        ...
+
+    def list_tasks(self, repo: str) -> list[TaskSummary]:
+        """Open threads carrying a watched label or assigned to the bot."""
+        ...
+
+    def get_thread(self, key: TaskKey) -> Thread: ...
+
+    def list_comments(self, key: TaskKey, since: datetime | None = None) -> list[Comment]:
+        """Every comment (all pages) updated at or after `since`, oldest first."""
+        ...
+
+    def post_comment(self, key: TaskKey, body: str) -> Comment: ...
+
+    def edit_comment(self, key: TaskKey, comment_id: str, body: str) -> Comment: ...
+
+    def add_labels(self, key: TaskKey, labels: Sequence[str]) -> None: ...
+
+    def remove_labels(self, key: TaskKey, labels: Sequence[str]) -> None: ...
+
+    def permission(self, repo: str, login: str) -> Permission: ...
+
+    def default_branch(self, repo: str) -> str: ...
+
+    def read_file(self, repo: str, path: str, ref: str) -> bytes: ...

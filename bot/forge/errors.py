@@ -1,0 +1,31 @@
+"""One error hierarchy for both forges, raised by the adapters with `raise ... from exc`."""
+
+from __future__ import annotations
+
+
+class ForgeError(Exception):
+    """Any failed forge operation. Messages never contain tokens."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AuthError(ForgeError):
+    """The token is missing, invalid or lacks a scope: retrying will not help."""
+
+
+class NotFound(ForgeError):
+    """The repository, thread, comment or file does not exist (or is hidden from the token)."""
+
+
+class TransientError(ForgeError):
+    """A 5xx, timeout or connection reset: safe to retry later."""
+
+
+class RateLimited(ForgeError):
+    """The forge asked us to wait `retry_after` seconds before the next request to this host."""
+
+    def __init__(self, message: str, retry_after: float, status: int | None = None) -> None:
+        super().__init__(message, status)
+        self.retry_after = max(0.0, retry_after)

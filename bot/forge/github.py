@@ -1,0 +1,318 @@
+"""GitHub adapter on PyGithub.
+
+Reads go through PyGithub's `Requester` so that list polling can be conditional: every GET
+carries the ETag of the last answer for that URL and a 304 (which costs no rate limit) reuses
+the cached data. PyGithub's own retry/sleep is disabled: `RequestPolicy` decides.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import requests
+from github import Auth, Github, GithubException
+
+from bot.forge._util import LRU, TTLCache, format_time, next_link, parse_time
+from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.policy import RequestPolicy
+from bot.forge.types import (
+    Comment,
+    Kind,
+    Permission,
+    Platform,
+    TaskKey,
+    TaskSummary,
+    Thread,
+    User,
+)
+
+_ROLE = {
+    "admin": Permission.ADMIN,
+    "maintain": Permission.MAINTAIN,
+    "write": Permission.WRITE,
+    "triage": Permission.TRIAGE,
+    "read": Permission.READ,
+}
+# GitHub's documented default when a secondary limit comes without retry-after.
+SECONDARY_LIMIT_WAIT = 60.0
+
+
+@dataclass(frozen=True)
+class _Cached:
+    etag: str
+    data: Any
+    next_url: str | None
+
+
+class GitHubForge:
+    platform = Platform.GITHUB
+
+    def __init__(
+        self,
+        api_url: str,
+        token: str,
+        *,
+        watch_labels: Sequence[str],
+        watch_assigned: bool = True,
+        timeout: float = 30.0,
+        seconds_between_writes: float = 1.0,
+        policy: RequestPolicy | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        permission_ttl: float = 600.0,
+    ) -> None:
+        self._gh = Github(
+            auth=Auth.Token(token),
+            base_url=api_url.rstrip("/"),
+            timeout=int(timeout),
+            retry=None,
+            per_page=100,
+            seconds_between_requests=None,
+            seconds_between_writes=seconds_between_writes or None,
+            lazy=True,
+        )
+        self._req = self._gh.requester
+        self._policy = policy or RequestPolicy(host=api_url)
+        self._translate: Callable[[Exception], ForgeError] = partial(_translate, clock=wall_clock)
+        self._watch_labels = tuple(watch_labels)
+        self._watch_assigned = watch_assigned
+        self._etags: LRU[str, _Cached] = LRU(4096)
+        self._permissions: TTLCache[tuple[str, str], Permission] = TTLCache(permission_ttl)
+        self._me: User | None = None
+
+    # -- identity and discovery -------------------------------------------------------------
+
+    def whoami(self) -> User:
+        if self._me is None:
+            data = self._get("/user")
+            self._me = User(data["login"], int(data["id"]), data.get("type") == "Bot")
+        return self._me
+
+    def list_tasks(self, repo: str) -> list[TaskSummary]:
+        queries: list[dict[str, Any]] = [{"labels": label} for label in self._watch_labels]
+        if self._watch_assigned:
+            queries.append({"assignee": self.whoami().login})
+        found: dict[TaskKey, TaskSummary] = {}
+        for query in queries:
+            params = {"state": "open", "per_page": 100, **query}
+            for item in self._get_all(f"/repos/{repo}/issues", params):
+                summary = _summary(repo, item)
+                found[summary.key] = summary
+        return sorted(found.values(), key=lambda s: s.key)
+
+    # -- threads and comments -----------------------------------------------------------------
+
+    def get_thread(self, key: TaskKey) -> Thread:
+        issue = self._get(f"/repos/{key.repo}/issues/{key.number}")
+        pull = self._get(f"/repos/{key.repo}/pulls/{key.number}") if key.kind is Kind.PULL else {}
+        head = pull.get("head") or {}
+        base = pull.get("base") or {}
+        return Thread(
+            key=key,
+            title=issue["title"],
+            body=issue.get("body") or "",
+            author=(issue.get("user") or {}).get("login", ""),
+            state=issue["state"],
+            labels=frozenset(label["name"] for label in issue.get("labels", [])),
+            assignees=frozenset(a["login"] for a in issue.get("assignees") or []),
+            created_at=parse_time(issue["created_at"]),
+            updated_at=parse_time(issue["updated_at"]),
+            web_url=issue.get("html_url", ""),
+            head_ref=head.get("ref"),
+            head_sha=head.get("sha"),
+            base_ref=base.get("ref"),
+            head_repo=((head.get("repo") or {}).get("full_name")),
+        )
+
+    def list_comments(self, key: TaskKey, since: datetime | None = None) -> list[Comment]:
+        params: dict[str, Any] = {"per_page": 100}
+        if since is not None:
+            params["since"] = format_time(since)
+        paths = [(f"/repos/{key.repo}/issues/{key.number}/comments", "conversation")]
+        if key.kind is Kind.PULL:
+            paths.append((f"/repos/{key.repo}/pulls/{key.number}/comments", "review"))
+        comments = [
+            self._comment(key.repo, item, kind)
+            for path, kind in paths
+            for item in self._get_all(path, params)
+        ]
+        return sorted(comments, key=lambda c: (c.created_at, c.id))
+
+    def post_comment(self, key: TaskKey, body: str) -> Comment:
+        # Not retried on a transient error: the POST may have landed. Callers look up the
+        # comment's hidden marker before posting again.
+        url = f"/repos/{key.repo}/issues/{key.number}/comments"
+        _, data = self._policy.call(
+            "post_comment",
+            lambda: self._req.requestJsonAndCheck("POST", url, input={"body": body}),
+            self._translate,
+            idempotent=False,
+        )
+        return self._comment(key.repo, data, "conversation")
+
+    def edit_comment(self, key: TaskKey, comment_id: str, body: str) -> Comment:
+        kind, _, number = comment_id.partition(":")
+        section = "pulls" if kind == "review" else "issues"
+        url = f"/repos/{key.repo}/{section}/comments/{number}"
+        _, data = self._policy.call(
+            "edit_comment",
+            lambda: self._req.requestJsonAndCheck("PATCH", url, input={"body": body}),
+            self._translate,
+        )
+        return self._comment(key.repo, data, "review" if kind == "review" else "conversation")
+
+    def add_labels(self, key: TaskKey, labels: Sequence[str]) -> None:
+        if not labels:
+            return
+        url = f"/repos/{key.repo}/issues/{key.number}/labels"
+        self._policy.call(
+            "add_labels",
+            lambda: self._req.requestJsonAndCheck("POST", url, input={"labels": list(labels)}),
+            self._translate,
+        )
+
+    def remove_labels(self, key: TaskKey, labels: Sequence[str]) -> None:
+        for label in labels:
+            url = f"/repos/{key.repo}/issues/{key.number}/labels/{quote(label, safe='')}"
+            try:
+                self._policy.call(
+                    "remove_label", lambda url=url: self._req.requestJsonAndCheck("DELETE", url), self._translate
+                )
+            except NotFound:
+                continue  # already gone: the goal state holds
+
+    # -- repository ---------------------------------------------------------------------------
+
+    def permission(self, repo: str, login: str) -> Permission:
+        cached = self._permissions.get((repo, login))
+        if cached is not None:
+            return cached
+        try:
+            data = self._get(f"/repos/{repo}/collaborators/{quote(login, safe='')}/permission")
+            level = _ROLE.get(data.get("role_name", ""), _ROLE.get(data.get("permission", "")))
+            permission = level if level is not None else Permission.NONE
+        except NotFound:
+            permission = Permission.NONE
+        self._permissions.put((repo, login), permission)
+        return permission
+
+    def default_branch(self, repo: str) -> str:
+        return str(self._get(f"/repos/{repo}")["default_branch"])
+
+    def read_file(self, repo: str, path: str, ref: str) -> bytes:
+        data = self._get(f"/repos/{repo}/contents/{quote(path)}", {"ref": ref})
+        if not isinstance(data, dict) or data.get("type") != "file":
+            raise NotFound(f"{repo}:{path}@{ref} is not a file", 404)
+        return base64.b64decode(data.get("content") or "")
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _comment(self, repo: str, item: dict[str, Any], kind: str) -> Comment:
+        user = item.get("user") or {}
+        login = user.get("login", "")
+        is_bot = user.get("type") == "Bot"
+        prefix = "review" if kind == "review" else "issue"
+        return Comment(
+            id=f"{prefix}:{item['id']}",
+            author=login,
+            body=item.get("body") or "",
+            created_at=parse_time(item["created_at"]),
+            updated_at=parse_time(item["updated_at"]),
+            permission=Permission.NONE if is_bot or not login else self.permission(repo, login),
+            author_is_bot=is_bot,
+            kind=kind,
+        )
+
+    def _get(self, url: str, params: dict[str, Any] | None = None) -> Any:
+        data, _ = self._conditional_get(url, params)
+        return data
+
+    def _get_all(self, url: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        page_url: str | None = url
+        page_params: dict[str, Any] | None = params
+        while page_url is not None:
+            data, page_url = self._conditional_get(page_url, page_params)
+            page_params = None  # the Link header carries the query
+            items.extend(data or [])
+        return items
+
+    def _conditional_get(self, url: str, params: dict[str, Any] | None) -> tuple[Any, str | None]:
+        cache_key = f"{url}?{urlencode(sorted((params or {}).items()))}"
+        cached = self._etags.get(cache_key)
+        headers = {"If-None-Match": cached.etag} if cached else {}
+        response_headers, data = self._policy.call(
+            "get",
+            lambda: self._req.requestJsonAndCheck("GET", url, params, headers),
+            self._translate,
+        )
+        if data is None and cached is not None:  # 304 Not Modified
+            return cached.data, cached.next_url
+        following = next_link(response_headers.get("link"))
+        etag = response_headers.get("etag")
+        if etag:
+            self._etags.put(cache_key, _Cached(etag, data, following))
+        return data, following
+
+
+def _summary(repo: str, item: dict[str, Any]) -> TaskSummary:
+    kind = Kind.PULL if "pull_request" in item else Kind.ISSUE
+    return TaskSummary(
+        key=TaskKey(Platform.GITHUB, repo, kind, int(item["number"])),
+        title=item["title"],
+        labels=frozenset(label["name"] for label in item.get("labels", [])),
+        assignees=frozenset(a["login"] for a in item.get("assignees") or []),
+        updated_at=parse_time(item["updated_at"]),
+    )
+
+
+def _translate(exc: Exception, clock: Callable[[], float] = time.time) -> ForgeError:
+    if isinstance(exc, GithubException):
+        return _translate_status(exc.status, exc.headers or {}, exc.data, clock)
+    if isinstance(exc, requests.exceptions.RequestException):
+        return TransientError(f"GitHub request failed: {type(exc).__name__}")
+    if isinstance(exc, ForgeError):
+        return exc
+    raise exc
+
+
+def _translate_status(
+    status: int, headers: dict[str, Any], data: Any, clock: Callable[[], float]
+) -> ForgeError:
+    message = data.get("message", "") if isinstance(data, dict) else ""
+    lowered = str(message).lower()
+    if status in (403, 429):
+        wait = _rate_limit_wait(headers, lowered, clock)
+        if wait is not None:
+            return RateLimited(f"GitHub rate limit: {message}", wait, status)
+    if status == 401:
+        return AuthError("GitHub rejected the token (401)", status)
+    if status == 403:
+        return AuthError(f"GitHub refused access (403): {message}", status)
+    if status == 404:
+        return NotFound(f"GitHub: not found ({message})", status)
+    if status >= 500 or status in (408, 409):
+        return TransientError(f"GitHub server error {status}", status)
+    return ForgeError(f"GitHub error {status}: {message}", status)
+
+
+def _rate_limit_wait(
+    headers: dict[str, Any], message: str, clock: Callable[[], float]
+) -> float | None:
+    retry_after = headers.get("retry-after")
+    if retry_after is not None:
+        try:
+            return float(retry_after)
+        except ValueError:
+            return SECONDARY_LIMIT_WAIT
+    if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset"):
+        return max(0.0, float(headers["x-ratelimit-reset"]) - clock())
+    if "rate limit" in message:
+        return SECONDARY_LIMIT_WAIT
+    return None

@@ -1,0 +1,347 @@
+"""GitLab adapter on python-gitlab.
+
+python-gitlab sleeps and retries on 429 by default and has no timeout; both are switched off
+here (`RequestPolicy` decides) and a timeout is always set. Discovery is incremental: after the
+first full scan, one `updated_after` query per kind returns only what changed, and the cached
+candidate set is updated from it (so a removed label is noticed too).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
+
+import gitlab
+import requests
+from gitlab.exceptions import GitlabAuthenticationError, GitlabError
+
+from bot.forge._util import TTLCache, format_time, parse_time
+from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.policy import RequestPolicy
+from bot.forge.types import (
+    Comment,
+    Kind,
+    Permission,
+    Platform,
+    TaskKey,
+    TaskSummary,
+    Thread,
+    User,
+)
+
+_ACCESS = [
+    (50, Permission.ADMIN),
+    (40, Permission.MAINTAIN),
+    (30, Permission.WRITE),
+    (20, Permission.TRIAGE),
+    (1, Permission.READ),
+]
+_BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
+# Our clock and GitLab's may disagree; the first incremental query overlaps by this much.
+CLOCK_SKEW = timedelta(minutes=5)
+DEFAULT_RATE_LIMIT_WAIT = 60.0
+
+
+class _Client(gitlab.Gitlab):
+    """python-gitlab with its sleeping retry loop off; remembers the last error headers."""
+
+    _local = threading.local()
+
+    def http_request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        kwargs["obey_rate_limit"] = False
+        kwargs["retry_transient_errors"] = False
+        kwargs["max_retries"] = 0
+        _Client._local.headers = {}
+        return super().http_request(*args, **kwargs)
+
+    @staticmethod
+    def record(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        if response.status_code >= 400:
+            _Client._local.headers = {k.lower(): v for k, v in response.headers.items()}
+
+    @staticmethod
+    def last_error_headers() -> dict[str, str]:
+        headers: dict[str, str] = getattr(_Client._local, "headers", {})
+        return headers
+
+
+class _ProjectScan:
+    """Candidate threads of one project, kept current with `updated_after` queries."""
+
+    def __init__(self) -> None:
+        self.found: dict[TaskKey, TaskSummary] = {}
+        self.high_water: datetime | None = None
+
+
+class GitLabForge:
+    platform = Platform.GITLAB
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        watch_labels: Sequence[str],
+        watch_assigned: bool = True,
+        timeout: float = 30.0,
+        policy: RequestPolicy | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        permission_ttl: float = 600.0,
+    ) -> None:
+        session = requests.Session()
+        session.hooks["response"].append(_Client.record)
+        self._gl = _Client(
+            url.rstrip("/"), private_token=token, timeout=timeout, per_page=100, session=session
+        )
+        self._policy = policy or RequestPolicy(host=url)
+        self._translate: Callable[[Exception], ForgeError] = partial(_translate, clock=wall_clock)
+        self._wall_clock = wall_clock
+        self._watch_labels = tuple(watch_labels)
+        self._watch_assigned = watch_assigned
+        self._scans: dict[str, _ProjectScan] = {}
+        self._permissions: TTLCache[tuple[str, str], Permission] = TTLCache(permission_ttl)
+        self._user_ids: TTLCache[str, int] = TTLCache(permission_ttl * 6)
+        self._me: User | None = None
+
+    def _call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
+        return self._policy.call(operation, fn, self._translate, idempotent=idempotent)
+
+    # -- identity and discovery -------------------------------------------------------------
+
+    def whoami(self) -> User:
+        if self._me is None:
+
+            def fetch() -> dict[str, Any]:
+                self._gl.auth()
+                assert self._gl.user is not None
+                return dict(self._gl.user.attributes)
+
+            data = self._call("whoami", fetch)
+            self._me = User(data["username"], int(data["id"]), bool(data.get("bot")))
+        return self._me
+
+    def list_tasks(self, repo: str) -> list[TaskSummary]:
+        scan = self._scans.setdefault(repo, _ProjectScan())
+        if scan.high_water is None:
+            started = datetime.fromtimestamp(self._wall_clock(), UTC) - CLOCK_SKEW
+            scan.found = self._full_scan(repo)
+            scan.high_water = started
+        else:
+            self._incremental_scan(repo, scan)
+        return sorted(scan.found.values(), key=lambda s: s.key)
+
+    def _full_scan(self, repo: str) -> dict[TaskKey, TaskSummary]:
+        queries: list[dict[str, Any]] = [{"labels": label} for label in self._watch_labels]
+        if self._watch_assigned:
+            queries.append({"assignee_username": self.whoami().login})
+        found: dict[TaskKey, TaskSummary] = {}
+        for query in queries:
+            for item in self._list_threads(repo, state="opened", **query):
+                found[item.key] = item
+        return found
+
+    def _incremental_scan(self, repo: str, scan: _ProjectScan) -> None:
+        assert scan.high_water is not None
+        changed = self._list_threads(
+            repo, state="all", updated_after=format_time(scan.high_water), order_by="updated_at"
+        )
+        for item in changed:
+            if self._matches(item):
+                scan.found[item.key] = item
+            else:
+                scan.found.pop(item.key, None)
+            scan.high_water = max(scan.high_water, item.updated_at)
+
+    def _matches(self, item: TaskSummary) -> bool:
+        if not item.is_open:
+            return False
+        if item.labels & set(self._watch_labels):
+            return True
+        return self._watch_assigned and self.whoami().login in item.assignees
+
+    def _list_threads(self, repo: str, **query: Any) -> list[TaskSummary]:
+        project = self._gl.projects.get(repo, lazy=True)
+        out: list[TaskSummary] = []
+        for manager, kind in ((project.issues, Kind.ISSUE), (project.mergerequests, Kind.MERGE_REQUEST)):
+            items = self._call("list", partial(manager.list, get_all=True, **query))
+            out.extend(_summary(repo, kind, dict(i.attributes)) for i in items)
+        return out
+
+    # -- threads and comments -----------------------------------------------------------------
+
+    def _thread_manager(self, key: TaskKey) -> Any:
+        project = self._gl.projects.get(key.repo, lazy=True)
+        return project.mergerequests if key.kind is Kind.MERGE_REQUEST else project.issues
+
+    def get_thread(self, key: TaskKey) -> Thread:
+        manager = self._thread_manager(key)
+        data = dict(self._call("get_thread", partial(manager.get, key.number)).attributes)
+        return Thread(
+            key=key,
+            title=data["title"],
+            body=data.get("description") or "",
+            author=(data.get("author") or {}).get("username", ""),
+            state="open" if data["state"] == "opened" else data["state"],
+            labels=frozenset(data.get("labels") or []),
+            assignees=frozenset(a["username"] for a in data.get("assignees") or []),
+            created_at=parse_time(data["created_at"]),
+            updated_at=parse_time(data["updated_at"]),
+            web_url=data.get("web_url", ""),
+            head_ref=data.get("source_branch"),
+            head_sha=data.get("sha"),
+            base_ref=data.get("target_branch"),
+            head_repo=key.repo if data.get("source_project_id") == data.get("target_project_id") else None,
+        )
+
+    def list_comments(self, key: TaskKey, since: datetime | None = None) -> list[Comment]:
+        notes = self._thread_manager(key).get(key.number, lazy=True).notes
+
+        def fetch() -> list[dict[str, Any]]:
+            # Newest-updated first, stopping at `since`: an unchanged thread costs one request.
+            collected = []
+            for note in notes.list(sort="desc", order_by="updated_at", per_page=100, iterator=True):
+                data = dict(note.attributes)
+                if since is not None and parse_time(data["updated_at"]) < since:
+                    break
+                collected.append(data)
+            return collected
+
+        raw = self._call("list_comments", fetch)
+        comments = [self._comment(key.repo, n) for n in raw if not n.get("system")]
+        return sorted(comments, key=lambda c: (c.created_at, c.id))
+
+    def post_comment(self, key: TaskKey, body: str) -> Comment:
+        notes = self._thread_manager(key).get(key.number, lazy=True).notes
+        note = self._call("post_comment", partial(notes.create, {"body": body}), idempotent=False)
+        return self._comment(key.repo, dict(note.attributes))
+
+    def edit_comment(self, key: TaskKey, comment_id: str, body: str) -> Comment:
+        notes = self._thread_manager(key).get(key.number, lazy=True).notes
+        data = self._call("edit_comment", partial(notes.update, int(comment_id), {"body": body}))
+        return self._comment(key.repo, dict(data))
+
+    def add_labels(self, key: TaskKey, labels: Sequence[str]) -> None:
+        if labels:
+            self._update_labels(key, {"add_labels": ",".join(labels)})
+
+    def remove_labels(self, key: TaskKey, labels: Sequence[str]) -> None:
+        if labels:
+            self._update_labels(key, {"remove_labels": ",".join(labels)})
+
+    def _update_labels(self, key: TaskKey, change: dict[str, str]) -> None:
+        manager = self._thread_manager(key)
+        self._call("update_labels", partial(manager.update, key.number, change))
+
+    # -- repository ---------------------------------------------------------------------------
+
+    def permission(self, repo: str, login: str) -> Permission:
+        cached = self._permissions.get((repo, login))
+        if cached is not None:
+            return cached
+        permission = Permission.NONE
+        user_id = self._user_id(login)
+        if user_id is not None:
+            members = self._gl.projects.get(repo, lazy=True).members_all
+            try:
+                member = self._call("permission", partial(members.get, user_id))
+                permission = _level(int(member.attributes.get("access_level", 0)))
+            except NotFound:
+                permission = Permission.NONE
+        self._permissions.put((repo, login), permission)
+        return permission
+
+    def _user_id(self, login: str) -> int | None:
+        cached = self._user_ids.get(login)
+        if cached is not None:
+            return cached
+        users = self._call("user_lookup", partial(self._gl.users.list, username=login))
+        if not users:
+            return None
+        user_id = int(users[0].attributes["id"])
+        self._user_ids.put(login, user_id)
+        return user_id
+
+    def default_branch(self, repo: str) -> str:
+        project = self._call("project", partial(self._gl.projects.get, repo))
+        return str(project.attributes["default_branch"])
+
+    def read_file(self, repo: str, path: str, ref: str) -> bytes:
+        files = self._gl.projects.get(repo, lazy=True).files
+        data = self._call("read_file", partial(files.raw, file_path=path, ref=ref))
+        return bytes(data)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _comment(self, repo: str, note: dict[str, Any]) -> Comment:
+        author = note.get("author") or {}
+        login = author.get("username", "")
+        if author.get("id") is not None and login:
+            self._user_ids.put(login, int(author["id"]))
+        is_bot = bool(author.get("bot")) or bool(_BOT_NAME.match(login))
+        return Comment(
+            id=str(note["id"]),
+            author=login,
+            body=note.get("body") or "",
+            created_at=parse_time(note["created_at"]),
+            updated_at=parse_time(note.get("updated_at") or note["created_at"]),
+            permission=Permission.NONE if is_bot or not login else self.permission(repo, login),
+            author_is_bot=is_bot,
+            is_system=bool(note.get("system")),
+            kind="review" if note.get("type") == "DiffNote" else "conversation",
+        )
+
+
+def _level(access_level: int) -> Permission:
+    for threshold, permission in _ACCESS:
+        if access_level >= threshold:
+            return permission
+    return Permission.NONE
+
+
+def _summary(repo: str, kind: Kind, data: dict[str, Any]) -> TaskSummary:
+    return TaskSummary(
+        key=TaskKey(Platform.GITLAB, repo, kind, int(data["iid"])),
+        title=data["title"],
+        labels=frozenset(data.get("labels") or []),
+        assignees=frozenset(a["username"] for a in data.get("assignees") or []),
+        updated_at=parse_time(data["updated_at"]),
+        is_open=data.get("state") == "opened",
+    )
+
+
+def _translate(exc: Exception, clock: Callable[[], float] = time.time) -> ForgeError:
+    if isinstance(exc, ForgeError):
+        return exc
+    if isinstance(exc, requests.exceptions.RequestException):
+        return TransientError(f"GitLab request failed: {type(exc).__name__}")
+    if not isinstance(exc, GitlabError):
+        raise exc
+    status = exc.response_code or 0
+    message = str(exc.error_message)[:200]
+    if isinstance(exc, GitlabAuthenticationError) or status == 401:
+        return AuthError("GitLab rejected the token (401)", status)
+    if status == 429:
+        return RateLimited("GitLab rate limit", _wait(_Client.last_error_headers(), clock), status)
+    if status == 403:
+        return AuthError(f"GitLab refused access (403): {message}", status)
+    if status == 404:
+        return NotFound(f"GitLab: not found ({message})", status)
+    if status >= 500 or status in (408, 409) or status == 0:
+        return TransientError(f"GitLab server error {status}", status)
+    return ForgeError(f"GitLab error {status}: {message}", status)
+
+
+def _wait(headers: dict[str, str], clock: Callable[[], float]) -> float:
+    if "retry-after" in headers:
+        try:
+            return float(headers["retry-after"])
+        except ValueError:
+            return DEFAULT_RATE_LIMIT_WAIT
+    if "ratelimit-reset" in headers:
+        return max(0.0, float(headers["ratelimit-reset"]) - clock())
+    return DEFAULT_RATE_LIMIT_WAIT

@@ -1,0 +1,122 @@
+"""The one retry loop for forge requests: rate-limit gate, capped backoff, stoppable waits.
+
+Every adapter call goes through `RequestPolicy.call`. A rate limit closes the host's gate: no
+request goes to that host until the wait told by the server has passed. Short waits are slept
+here (interruptibly); long ones are raised as `RateLimited` so the scheduler decides when to
+come back, instead of a worker sleeping for an hour inside a library call.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from bot.forge.errors import ForgeError, RateLimited, TransientError
+from bot.log import get_logger
+
+T = TypeVar("T")
+log = get_logger(__name__)
+
+
+@dataclass
+class HostGate:
+    """Closed until `open_at` (monotonic seconds) after a rate limit."""
+
+    host: str
+    clock: Callable[[], float] = time.monotonic
+    _open_at: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def close_for(self, seconds: float) -> bool:
+        """Close the gate; True if this call extended the wait (so it is logged once)."""
+        with self._lock:
+            until = self.clock() + seconds
+            if until <= self._open_at:
+                return False
+            self._open_at = until
+            return True
+
+    def remaining(self) -> float:
+        with self._lock:
+            return max(0.0, self._open_at - self.clock())
+
+
+@dataclass
+class RequestPolicy:
+    host: str
+    max_attempts: int = 4
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    # Waits up to this long happen inside the call; longer ones are raised to the scheduler.
+    max_inline_wait: float = 90.0
+    stop: threading.Event = field(default_factory=threading.Event)
+    clock: Callable[[], float] = time.monotonic
+    gate: HostGate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.gate = HostGate(self.host, self.clock)
+
+    def call(
+        self,
+        operation: str,
+        fn: Callable[[], T],
+        translate: Callable[[Exception], ForgeError],
+        *,
+        idempotent: bool = True,
+    ) -> T:
+        """Run `fn`, translating errors; retry what is safe to retry."""
+        attempt = 0
+        while True:
+            self._wait_for_gate(operation)
+            try:
+                return fn()
+            except Exception as exc:  # noqa: BLE001 - translated and re-raised below
+                error = translate(exc)
+                if error is exc:
+                    raise
+                failure = error
+                cause = exc
+            attempt += 1
+            if isinstance(failure, RateLimited):
+                if self.gate.close_for(failure.retry_after):
+                    log.warning(
+                        "forge_rate_limited",
+                        host=self.host,
+                        operation=operation,
+                        retry_after=round(failure.retry_after, 1),
+                        status=failure.status,
+                    )
+                if failure.retry_after <= self.max_inline_wait and attempt < self.max_attempts * 2:
+                    continue
+                raise failure from cause
+            if isinstance(failure, TransientError) and idempotent and attempt < self.max_attempts:
+                delay = self._backoff(attempt)
+                log.info(
+                    "forge_retry",
+                    host=self.host,
+                    operation=operation,
+                    attempt=attempt,
+                    delay=round(delay, 2),
+                    error=str(failure),
+                )
+                self._sleep(delay)
+                continue
+            raise failure from cause
+
+    def _wait_for_gate(self, operation: str) -> None:
+        while (remaining := self.gate.remaining()) > 0:
+            if remaining > self.max_inline_wait:
+                raise RateLimited(f"{self.host} is rate limited ({operation})", remaining)
+            self._sleep(remaining)
+
+    def _backoff(self, attempt: int) -> float:
+        ceiling = min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - jitter, not crypto
+
+    def _sleep(self, seconds: float) -> None:
+        if self.stop.wait(seconds):
+            raise TransientError(f"{self.host}: shutting down")

@@ -1,0 +1,133 @@
+"""Domain types shared by both forge adapters; no PyGithub or python-gitlab object leaks out."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum, StrEnum
+
+
+class Platform(StrEnum):
+    GITHUB = "github"
+    GITLAB = "gitlab"
+
+
+class Kind(StrEnum):
+    ISSUE = "issue"
+    PULL = "pull"
+    MERGE_REQUEST = "merge_request"
+
+
+class Permission(IntEnum):
+    """Repository access of a user, ordered so that `>=` compares levels."""
+
+    NONE = 0
+    READ = 1
+    TRIAGE = 2
+    WRITE = 3
+    MAINTAIN = 4
+    ADMIN = 5
+
+    @property
+    def can_write(self) -> bool:
+        return self >= Permission.WRITE
+
+
+_KEY = re.compile(r"^(github|gitlab):([^#!\s]+/[^#!\s]+)([#!])(\d+)(p?)$")
+
+
+@dataclass(frozen=True, order=True)
+class TaskKey:
+    """One issue, pull request or merge request.
+
+    String form: `github:owner/repo#12` (issue), `github:owner/repo#12p` (pull request; GitHub
+    shares one number space but the kinds behave differently), `gitlab:group/proj#3` (issue),
+    `gitlab:group/proj!7` (merge request).
+    """
+
+    platform: Platform
+    repo: str
+    kind: Kind
+    number: int
+
+    def __str__(self) -> str:
+        if self.kind is Kind.MERGE_REQUEST:
+            return f"{self.platform}:{self.repo}!{self.number}"
+        suffix = "p" if self.kind is Kind.PULL else ""
+        return f"{self.platform}:{self.repo}#{self.number}{suffix}"
+
+    @classmethod
+    def parse(cls, text: str) -> TaskKey:
+        match = _KEY.match(text.strip())
+        if not match:
+            raise ValueError(f"not a task reference: {text!r} (expected e.g. github:owner/repo#12)")
+        platform, repo, sep, number, pull = match.groups()
+        if sep == "!":
+            if platform != "gitlab" or pull:
+                raise ValueError(f"'!' is for GitLab merge requests: {text!r}")
+            kind = Kind.MERGE_REQUEST
+        elif pull:
+            if platform != "github":
+                raise ValueError(f"'#Np' is for GitHub pull requests: {text!r}")
+            kind = Kind.PULL
+        else:
+            kind = Kind.ISSUE
+        return cls(Platform(platform), repo, kind, int(number))
+
+    @property
+    def is_change_request(self) -> bool:
+        return self.kind is not Kind.ISSUE
+
+
+@dataclass(frozen=True)
+class User:
+    login: str
+    id: int
+    is_bot: bool = False
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: str
+    author: str
+    body: str
+    created_at: datetime
+    updated_at: datetime
+    permission: Permission = Permission.NONE
+    author_is_bot: bool = False
+    is_system: bool = False
+    # "conversation" for issue comments and notes, "review" for PR review comments.
+    kind: str = "conversation"
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """What discovery sees of a thread: enough to decide whether to work on it."""
+
+    key: TaskKey
+    title: str
+    labels: frozenset[str]
+    assignees: frozenset[str]
+    updated_at: datetime
+    is_open: bool = True
+
+
+@dataclass(frozen=True)
+class Thread:
+    key: TaskKey
+    title: str
+    body: str
+    author: str
+    state: str
+    labels: frozenset[str]
+    assignees: frozenset[str]
+    created_at: datetime
+    updated_at: datetime
+    web_url: str = ""
+    # Pull/merge requests only.
+    head_ref: str | None = None
+    head_sha: str | None = None
+    base_ref: str | None = None
+    head_repo: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,436 @@
+"""GitHub REST subset. Response bodies follow GitHub's OpenAPI description (@octokit/openapi);
+`tests/test_emulator_openapi.py` validates them against the schemas extracted from it.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from bot.sandbox.forge_server import HttpError, Request, Response, Route
+from bot.sandbox.world import ROLES, SComment, SRepo, SThread, SUser
+
+if TYPE_CHECKING:
+    from bot.sandbox.forge_server import ForgeServer
+
+REPO = r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)"
+
+
+def _ts(value: datetime | None) -> str | None:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
+
+
+def user_json(base: str, user: SUser) -> dict[str, Any]:
+    url = f"{base}/users/{user.login}"
+    return {
+        "login": user.login,
+        "id": user.id,
+        "node_id": f"U_{user.id}",
+        "avatar_url": f"{base}/avatars/{user.id}",
+        "gravatar_id": "",
+        "url": url,
+        "html_url": f"{base}/{user.login}",
+        "followers_url": f"{url}/followers",
+        "following_url": f"{url}/following{{/other_user}}",
+        "gists_url": f"{url}/gists{{/gist_id}}",
+        "starred_url": f"{url}/starred{{/owner}}{{/repo}}",
+        "subscriptions_url": f"{url}/subscriptions",
+        "organizations_url": f"{url}/orgs",
+        "repos_url": f"{url}/repos",
+        "events_url": f"{url}/events{{/privacy}}",
+        "received_events_url": f"{url}/received_events",
+        "type": "Bot" if user.is_bot else "User",
+        "site_admin": False,
+    }
+
+
+def label_json(base: str, repo: SRepo, name: str) -> dict[str, Any]:
+    return {
+        "id": abs(hash((repo.path, name))) % 10**9,
+        "node_id": f"L_{name}",
+        "url": f"{base}/repos/{repo.path}/labels/{name}",
+        "name": name,
+        "description": None,
+        "color": "ededed",
+        "default": False,
+    }
+
+
+def repo_json(base: str, repo: SRepo) -> dict[str, Any]:
+    url = f"{base}/repos/{repo.path}"
+    templated = {
+        name: f"{url}/{name.removesuffix('_url')}{{/x}}"
+        for name in (
+            "archive_url assignees_url blobs_url branches_url collaborators_url comments_url "
+            "commits_url compare_url contents_url git_commits_url git_refs_url git_tags_url "
+            "issue_comment_url issue_events_url issues_url keys_url labels_url milestones_url "
+            "notifications_url pulls_url releases_url statuses_url trees_url"
+        ).split()
+    }
+    plain = {
+        name: f"{url}/{name.removesuffix('_url')}"
+        for name in (
+            "contributors_url deployments_url downloads_url events_url forks_url hooks_url "
+            "languages_url merges_url stargazers_url subscribers_url subscription_url tags_url "
+            "teams_url"
+        ).split()
+    }
+    open_count = sum(1 for t in repo.threads.values() if t.state == "open")
+    return {
+        **templated,
+        **plain,
+        "id": repo.id,
+        "node_id": f"R_{repo.id}",
+        "name": repo.path.split("/")[1],
+        "full_name": repo.path,
+        "owner": user_json(base, repo.owner),
+        "private": False,
+        "html_url": f"{base}/{repo.path}",
+        "description": None,
+        "fork": False,
+        "url": url,
+        "clone_url": f"{base}/{repo.path}.git",
+        "git_url": f"git://127.0.0.1/{repo.path}.git",
+        "ssh_url": f"git@127.0.0.1:{repo.path}.git",
+        "svn_url": f"{base}/{repo.path}",
+        "mirror_url": None,
+        "homepage": None,
+        "language": None,
+        "forks": 0,
+        "forks_count": 0,
+        "stargazers_count": 0,
+        "watchers_count": 0,
+        "watchers": 0,
+        "size": 1,
+        "default_branch": repo.default_branch,
+        "open_issues": open_count,
+        "open_issues_count": open_count,
+        "has_issues": True,
+        "has_projects": False,
+        "has_wiki": False,
+        "has_pages": False,
+        "has_downloads": False,
+        "has_discussions": False,
+        "archived": False,
+        "disabled": False,
+        "license": None,
+        "pushed_at": _ts(repo.created_at),
+        "created_at": _ts(repo.created_at),
+        "updated_at": _ts(repo.created_at),
+        "network_count": 0,
+        "subscribers_count": 0,
+    }
+
+
+def issue_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
+    url = f"{base}/repos/{repo.path}/issues/{thread.number}"
+    data: dict[str, Any] = {
+        "id": thread.id,
+        "node_id": f"I_{thread.id}",
+        "url": url,
+        "repository_url": f"{base}/repos/{repo.path}",
+        "labels_url": f"{url}/labels{{/name}}",
+        "comments_url": f"{url}/comments",
+        "events_url": f"{url}/events",
+        "html_url": f"{base}/{repo.path}/issues/{thread.number}",
+        "number": thread.number,
+        "state": thread.state,
+        "state_reason": None,
+        "title": thread.title,
+        "body": thread.body,
+        "user": user_json(base, thread.author),
+        "labels": [label_json(base, repo, name) for name in thread.labels],
+        "assignee": user_json(base, thread.assignees[0]) if thread.assignees else None,
+        "assignees": [user_json(base, a) for a in thread.assignees],
+        "milestone": None,
+        "locked": False,
+        "active_lock_reason": None,
+        "comments": sum(1 for c in thread.comments if not c.review),
+        "closed_at": None,
+        "created_at": _ts(thread.created_at),
+        "updated_at": _ts(thread.updated_at),
+        "author_association": _association(repo, thread.author),
+    }
+    if thread.kind == "pull":
+        pull_url = f"{base}/repos/{repo.path}/pulls/{thread.number}"
+        data["pull_request"] = {
+            "url": pull_url,
+            "html_url": f"{base}/{repo.path}/pull/{thread.number}",
+            "diff_url": f"{base}/{repo.path}/pull/{thread.number}.diff",
+            "patch_url": f"{base}/{repo.path}/pull/{thread.number}.patch",
+            "merged_at": None,
+        }
+    return data
+
+
+def pull_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
+    issue = issue_json(base, repo, thread)
+    url = f"{base}/repos/{repo.path}/pulls/{thread.number}"
+
+    def ref(name: str, sha: str) -> dict[str, Any]:
+        return {
+            "label": f"{repo.owner.login}:{name}",
+            "ref": name,
+            "sha": sha,
+            "user": user_json(base, repo.owner),
+            "repo": repo_json(base, repo),
+        }
+
+    links = {
+        "self": url,
+        "html": issue["html_url"],
+        "issue": issue["url"],
+        "comments": issue["comments_url"],
+        "review_comments": f"{url}/comments",
+        "review_comment": f"{base}/repos/{repo.path}/pulls/comments{{/number}}",
+        "commits": f"{url}/commits",
+        "statuses": f"{base}/repos/{repo.path}/statuses/{thread.head_sha}",
+    }
+    return {
+        **{k: issue[k] for k in ("id", "node_id", "number", "state", "title", "body", "user")},
+        **{k: issue[k] for k in ("labels", "assignee", "assignees", "milestone", "locked")},
+        **{k: issue[k] for k in ("created_at", "updated_at", "closed_at", "author_association")},
+        "url": url,
+        "html_url": f"{base}/{repo.path}/pull/{thread.number}",
+        "diff_url": f"{base}/{repo.path}/pull/{thread.number}.diff",
+        "patch_url": f"{base}/{repo.path}/pull/{thread.number}.patch",
+        "issue_url": issue["url"],
+        "commits_url": f"{url}/commits",
+        "review_comments_url": f"{url}/comments",
+        "review_comment_url": links["review_comment"],
+        "comments_url": issue["comments_url"],
+        "statuses_url": links["statuses"],
+        "_links": {name: {"href": href} for name, href in links.items()},
+        "head": ref(thread.head_ref, thread.head_sha),
+        "base": ref(thread.base_ref, repo.branch_sha(thread.base_ref)),
+        "merge_commit_sha": None,
+        "merged_at": None,
+        "merged": False,
+        "mergeable": True,
+        "mergeable_state": "clean",
+        "merged_by": None,
+        "auto_merge": None,
+        "draft": False,
+        "maintainer_can_modify": False,
+        "comments": issue["comments"],
+        "review_comments": sum(1 for c in thread.comments if c.review),
+        "commits": 1,
+        "additions": 0,
+        "deletions": 0,
+        "changed_files": 0,
+    }
+
+
+def comment_json(base: str, repo: SRepo, thread: SThread, comment: SComment) -> dict[str, Any]:
+    issue_url = f"{base}/repos/{repo.path}/issues/{thread.number}"
+    common = {
+        "id": comment.id,
+        "node_id": f"C_{comment.id}",
+        "user": user_json(base, comment.author),
+        "body": comment.body,
+        "created_at": _ts(comment.created_at),
+        "updated_at": _ts(comment.updated_at),
+        "author_association": _association(repo, comment.author),
+    }
+    if not comment.review:
+        return {
+            **common,
+            "url": f"{base}/repos/{repo.path}/issues/comments/{comment.id}",
+            "html_url": f"{base}/{repo.path}/issues/{thread.number}#issuecomment-{comment.id}",
+            "issue_url": issue_url,
+        }
+    url = f"{base}/repos/{repo.path}/pulls/comments/{comment.id}"
+    html = f"{base}/{repo.path}/pull/{thread.number}#discussion_r{comment.id}"
+    pull_url = f"{base}/repos/{repo.path}/pulls/{thread.number}"
+    return {
+        **common,
+        "url": url,
+        "html_url": html,
+        "pull_request_url": pull_url,
+        "pull_request_review_id": comment.id,
+        "diff_hunk": "@@ -1 +1 @@",
+        "path": "README.md",
+        "commit_id": thread.head_sha,
+        "original_commit_id": thread.head_sha,
+        "_links": {
+            "self": {"href": url},
+            "html": {"href": html},
+            "pull_request": {"href": pull_url},
+        },
+    }
+
+
+def _association(repo: SRepo, user: SUser) -> str:
+    if user.login == repo.owner.login:
+        return "OWNER"
+    role = repo.roles.get(user.login, "none")
+    return "COLLABORATOR" if ROLES.index(role) >= ROLES.index("write") else "NONE"
+
+
+def routes(server: ForgeServer) -> list[Route]:
+    world = server.world
+
+    def repo_of(match: re.Match[str]) -> SRepo:
+        key = ("github", f"{match['owner']}/{match['name']}")
+        if key not in world.repos:
+            raise HttpError(404, "Not Found")
+        return world.repos[key]
+
+    def thread_of(repo: SRepo, number: str, kinds: tuple[str, ...] = ("issue", "pull")) -> SThread:
+        for kind in kinds:
+            thread = repo.thread(kind, int(number))
+            if thread is not None:
+                return thread
+        raise HttpError(404, "Not Found")
+
+    def comment_of(repo: SRepo, comment_id: str, review: bool) -> tuple[SThread, SComment]:
+        for thread in repo.threads.values():
+            for comment in thread.comments:
+                if comment.id == int(comment_id) and comment.review == review:
+                    return thread, comment
+        raise HttpError(404, "Not Found")
+
+    def get_user(req: Request, m: re.Match[str]) -> Response:
+        assert req.user is not None
+        return Response(body={**user_json(req.base_url, req.user), "name": req.user.login})
+
+    def get_repo(req: Request, m: re.Match[str]) -> Response:
+        return Response(body=repo_json(req.base_url, repo_of(m)))
+
+    def list_issues(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        state = req.query.get("state", "open")
+        labels = [x for x in req.query.get("labels", "").split(",") if x]
+        since = req.query.get("since")
+        assignee = req.query.get("assignee")
+        items = []
+        for thread in sorted(repo.threads.values(), key=lambda t: -t.number):
+            if state != "all" and thread.state != state:
+                continue
+            if any(label not in thread.labels for label in labels):
+                continue
+            if assignee and assignee not in [a.login for a in thread.assignees]:
+                continue
+            if since and (_ts(thread.updated_at) or "") < since:
+                continue
+            items.append(issue_json(req.base_url, repo, thread))
+        return Response(body=items, paginate=True)
+
+    def get_issue(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        return Response(body=issue_json(req.base_url, repo, thread_of(repo, m["number"])))
+
+    def get_pull(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"], ("pull",))
+        return Response(body=pull_json(req.base_url, repo, thread))
+
+    def list_comments(req: Request, m: re.Match[str], review: bool) -> Response:
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"], ("pull",) if review else ("issue", "pull"))
+        since = req.query.get("since")
+        items = [
+            comment_json(req.base_url, repo, thread, c)
+            for c in thread.comments
+            if c.review == review and not c.system and (not since or (_ts(c.updated_at) or "") >= since)
+        ]
+        return Response(body=items, paginate=True)
+
+    def post_comment(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"])
+        body = (req.body or {}).get("body")
+        if not isinstance(body, str) or not body:
+            raise HttpError(422, "Validation Failed")
+        assert req.user is not None
+        comment = world.add_comment("github", repo.path, thread.number, body, author=req.user.login, kind=thread.kind)
+        return Response(201, comment_json(req.base_url, repo, thread, comment))
+
+    def edit_comment(req: Request, m: re.Match[str], review: bool) -> Response:
+        repo = repo_of(m)
+        thread, comment = comment_of(repo, m["id"], review)
+        body = (req.body or {}).get("body")
+        if not isinstance(body, str) or not body:
+            raise HttpError(422, "Validation Failed")
+        if req.user is None or req.user.login != comment.author.login:
+            raise HttpError(403, "Must have admin rights to Repository.")
+        world.edit_comment(comment.id, body)
+        return Response(body=comment_json(req.base_url, repo, thread, comment))
+
+    def add_labels(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"])
+        labels = (req.body or {}).get("labels")
+        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+            raise HttpError(422, "Validation Failed")
+        world.set_labels("github", repo.path, thread.number, thread.labels + labels, thread.kind)
+        return Response(body=[label_json(req.base_url, repo, n) for n in thread.labels])
+
+    def remove_label(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"])
+        name = unquote(m["label"])
+        if name not in thread.labels:
+            raise HttpError(404, "Label does not exist")
+        remaining = [x for x in thread.labels if x != name]
+        world.set_labels("github", repo.path, thread.number, remaining, thread.kind)
+        return Response(body=[label_json(req.base_url, repo, n) for n in thread.labels])
+
+    def permission(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        login = unquote(m["user"])
+        if login not in world.users:
+            raise HttpError(404, "Not Found")
+        role = repo.roles.get(login, "read")
+        legacy = {"maintain": "write", "triage": "read", "none": "none"}.get(role, role)
+        user = {**user_json(req.base_url, world.users[login]), "role_name": role}
+        return Response(body={"permission": legacy, "role_name": role, "user": user})
+
+    def contents(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        ref = req.query.get("ref") or repo.default_branch
+        path = unquote(m["path"])
+        files = repo.files.get(ref)
+        if files is None or path not in files:
+            raise HttpError(404, "Not Found")
+        data = files[path]
+        url = f"{req.base_url}/repos/{repo.path}/contents/{path}?ref={ref}"
+        return Response(
+            body={
+                "type": "file",
+                "encoding": "base64",
+                "size": len(data),
+                "name": path.rsplit("/", 1)[-1],
+                "path": path,
+                "content": base64.b64encode(data).decode(),
+                "sha": repo.branch_sha(ref)[:40],
+                "url": url,
+                "git_url": None,
+                "html_url": None,
+                "download_url": None,
+                "_links": {"self": url, "git": None, "html": None},
+            }
+        )
+
+    issue = REPO + r"/issues/(?P<number>\d+)"
+    pull = REPO + r"/pulls/(?P<number>\d+)"
+    table: list[tuple[str, str, Any]] = [
+        ("GET", r"/user", get_user),
+        ("GET", REPO, get_repo),
+        ("GET", REPO + r"/issues", list_issues),
+        ("GET", issue, get_issue),
+        ("GET", issue + "/comments", lambda r, m: list_comments(r, m, False)),
+        ("POST", issue + "/comments", post_comment),
+        ("PATCH", REPO + r"/issues/comments/(?P<id>\d+)", lambda r, m: edit_comment(r, m, False)),
+        ("POST", issue + "/labels", add_labels),
+        ("DELETE", issue + r"/labels/(?P<label>[^/]+)", remove_label),
+        ("GET", pull, get_pull),
+        ("GET", pull + "/comments", lambda r, m: list_comments(r, m, True)),
+        ("PATCH", REPO + r"/pulls/comments/(?P<id>\d+)", lambda r, m: edit_comment(r, m, True)),
+        ("GET", REPO + r"/collaborators/(?P<user>[^/]+)/permission", permission),
+        ("GET", REPO + r"/contents/(?P<path>.+)", contents),
+    ]
+    return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]

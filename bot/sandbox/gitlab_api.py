@@ -1,0 +1,241 @@
+"""GitLab v4 REST subset, as python-gitlab calls it (projects addressed by URL-encoded path)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from bot.sandbox.forge_server import HttpError, Request, Response, Route
+from bot.sandbox.world import ROLES, SComment, SRepo, SThread, SUser
+
+if TYPE_CHECKING:
+    from bot.sandbox.forge_server import ForgeServer
+
+PROJECT = r"/api/v4/projects/(?P<project>[^/]+)"
+_ACCESS = {"none": 0, "read": 10, "triage": 20, "write": 30, "maintain": 40, "admin": 50}
+
+
+def _ts(value: datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def _parse(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise HttpError(400, f"invalid timestamp {value!r}") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def user_json(base: str, user: SUser) -> dict[str, Any]:
+    return {
+        "id": user.id,
+        "username": user.login,
+        "name": user.login,
+        "state": "active",
+        "avatar_url": f"{base}/avatars/{user.id}",
+        "web_url": f"{base}/{user.login}",
+        "bot": user.is_bot,
+    }
+
+
+def thread_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
+    section = "merge_requests" if thread.kind == "mr" else "issues"
+    data: dict[str, Any] = {
+        "id": thread.id,
+        "iid": thread.number,
+        "project_id": repo.id,
+        "title": thread.title,
+        "description": thread.body,
+        "state": "opened" if thread.state == "open" else thread.state,
+        "created_at": _ts(thread.created_at),
+        "updated_at": _ts(thread.updated_at),
+        "labels": list(thread.labels),
+        "author": user_json(base, thread.author),
+        "assignees": [user_json(base, a) for a in thread.assignees],
+        "assignee": user_json(base, thread.assignees[0]) if thread.assignees else None,
+        "user_notes_count": sum(1 for c in thread.comments if not c.system),
+        "web_url": f"{base}/{repo.path}/-/{section}/{thread.number}",
+    }
+    if thread.kind == "mr":
+        data.update(
+            {
+                "source_branch": thread.head_ref,
+                "target_branch": thread.base_ref,
+                "sha": thread.head_sha,
+                "source_project_id": repo.id,
+                "target_project_id": repo.id,
+                "draft": False,
+            }
+        )
+    return data
+
+
+def note_json(base: str, thread: SThread, note: SComment) -> dict[str, Any]:
+    return {
+        "id": note.id,
+        "type": "DiffNote" if note.review else None,
+        "body": note.body,
+        "author": user_json(base, note.author),
+        "created_at": _ts(note.created_at),
+        "updated_at": _ts(note.updated_at),
+        "system": note.system,
+        "noteable_id": thread.id,
+        "noteable_type": "MergeRequest" if thread.kind == "mr" else "Issue",
+        "noteable_iid": thread.number,
+        "resolvable": note.review,
+    }
+
+
+def routes(server: ForgeServer) -> list[Route]:
+    world = server.world
+
+    def project_of(match: re.Match[str]) -> SRepo:
+        ident = unquote(match["project"])
+        for repo in world.repos.values():
+            if repo.platform == "gitlab" and (repo.path == ident or str(repo.id) == ident):
+                return repo
+        raise HttpError(404, "404 Project Not Found")
+
+    def thread_of(repo: SRepo, section: str, number: str) -> SThread:
+        thread = repo.thread("mr" if section == "merge_requests" else "issue", int(number))
+        if thread is None:
+            raise HttpError(404, "404 Not found")
+        return thread
+
+    def get_user(req: Request, m: re.Match[str]) -> Response:
+        assert req.user is not None
+        return Response(body={**user_json(req.base_url, req.user), "is_admin": False})
+
+    def list_users(req: Request, m: re.Match[str]) -> Response:
+        login = req.query.get("username")
+        users = [u for u in world.users.values() if login is None or u.login == login]
+        return Response(body=[user_json(req.base_url, u) for u in users], paginate=True)
+
+    def get_project(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        return Response(
+            body={
+                "id": repo.id,
+                "name": repo.path.rsplit("/", 1)[-1],
+                "path": repo.path.rsplit("/", 1)[-1],
+                "path_with_namespace": repo.path,
+                "default_branch": repo.default_branch,
+                "web_url": f"{req.base_url}/{repo.path}",
+            }
+        )
+
+    def list_threads(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        kind = "mr" if m["section"] == "merge_requests" else "issue"
+        state = req.query.get("state", "all")
+        labels = [x for x in req.query.get("labels", "").split(",") if x]
+        assignee = req.query.get("assignee_username")
+        after = _parse(req.query["updated_after"]) if "updated_after" in req.query else None
+        order = req.query.get("order_by", "created_at")
+        threads = [t for t in repo.threads.values() if t.kind == kind]
+        threads.sort(key=lambda t: t.updated_at if order == "updated_at" else t.created_at, reverse=True)
+        items = []
+        for thread in threads:
+            gl_state = "opened" if thread.state == "open" else thread.state
+            if state != "all" and gl_state != state:
+                continue
+            if any(label not in thread.labels for label in labels):
+                continue
+            if assignee and assignee not in [a.login for a in thread.assignees]:
+                continue
+            if after is not None and thread.updated_at < after:
+                continue
+            items.append(thread_json(req.base_url, repo, thread))
+        return Response(body=items, paginate=True)
+
+    def get_thread(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        return Response(body=thread_json(req.base_url, repo, thread_of(repo, m["section"], m["iid"])))
+
+    def update_thread(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        thread = thread_of(repo, m["section"], m["iid"])
+        body = req.body or {}
+        labels = list(thread.labels)
+        if "labels" in body:
+            labels = [x for x in str(body["labels"]).split(",") if x]
+        labels += [x for x in str(body.get("add_labels", "")).split(",") if x]
+        removed = {x for x in str(body.get("remove_labels", "")).split(",") if x}
+        world.set_labels("gitlab", repo.path, thread.number, [x for x in labels if x not in removed], thread.kind)
+        return Response(body=thread_json(req.base_url, repo, thread))
+
+    def list_notes(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        thread = thread_of(repo, m["section"], m["iid"])
+        order = req.query.get("order_by", "created_at")
+        descending = req.query.get("sort", "desc") == "desc"
+        notes = sorted(
+            thread.comments,
+            key=lambda n: (n.updated_at if order == "updated_at" else n.created_at, n.id),
+            reverse=descending,
+        )
+        return Response(body=[note_json(req.base_url, thread, n) for n in notes], paginate=True)
+
+    def create_note(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        thread = thread_of(repo, m["section"], m["iid"])
+        body = (req.body or {}).get("body")
+        if not isinstance(body, str) or not body:
+            raise HttpError(400, "body is missing")
+        assert req.user is not None
+        note = world.add_comment("gitlab", repo.path, thread.number, body, author=req.user.login, kind=thread.kind)
+        return Response(201, note_json(req.base_url, thread, note))
+
+    def update_note(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        thread = thread_of(repo, m["section"], m["iid"])
+        note = next((n for n in thread.comments if n.id == int(m["note"])), None)
+        if note is None:
+            raise HttpError(404, "404 Not found")
+        body = (req.body or {}).get("body")
+        if not isinstance(body, str) or not body:
+            raise HttpError(400, "body is missing")
+        if req.user is None or req.user.login != note.author.login:
+            raise HttpError(403, "403 Forbidden")
+        world.edit_comment(note.id, body)
+        return Response(body=note_json(req.base_url, thread, note))
+
+    def member(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        user = next((u for u in world.users.values() if u.id == int(m["user"])), None)
+        role = repo.roles.get(user.login) if user else None
+        if user is None or role is None or role == "none":
+            raise HttpError(404, "404 Not found")
+        return Response(body={**user_json(req.base_url, user), "access_level": _access(role)})
+
+    def raw_file(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        ref = req.query.get("ref") or repo.default_branch
+        path = unquote(m["path"])
+        files = repo.files.get(ref)
+        if files is None or path not in files:
+            raise HttpError(404, "404 File Not Found")
+        return Response(raw=files[path], headers={"Content-Type": "text/plain"})
+
+    thread = PROJECT + r"/(?P<section>issues|merge_requests)/(?P<iid>\d+)"
+    table: list[tuple[str, str, Any]] = [
+        ("GET", r"/api/v4/user", get_user),
+        ("GET", r"/api/v4/users", list_users),
+        ("GET", PROJECT, get_project),
+        ("GET", PROJECT + r"/(?P<section>issues|merge_requests)", list_threads),
+        ("GET", thread, get_thread),
+        ("PUT", thread, update_thread),
+        ("GET", thread + "/notes", list_notes),
+        ("POST", thread + "/notes", create_note),
+        ("PUT", thread + r"/notes/(?P<note>\d+)", update_note),
+        ("GET", PROJECT + r"/members/all/(?P<user>\d+)", member),
+        ("GET", PROJECT + r"/repository/files/(?P<path>[^/]+)/raw", raw_file),
+    ]
+    return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]
+
+
+def _access(role: str) -> int:
+    return _ACCESS.get(role, 0) if role in ROLES else 0

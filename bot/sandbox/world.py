@@ -1,0 +1,235 @@
+"""The emulator's state: users, repositories, threads, comments, files. Platform-neutral.
+
+Tests seed it through the helper methods and read it back to check what the daemon did.
+All access goes through `World.lock` because the HTTP server is threaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+ROLES = ("none", "read", "triage", "write", "maintain", "admin")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass
+class SUser:
+    login: str
+    id: int
+    token: str | None = None
+    is_bot: bool = False
+
+
+@dataclass
+class SComment:
+    id: int
+    author: SUser
+    body: str
+    created_at: datetime
+    updated_at: datetime
+    system: bool = False
+    review: bool = False  # GitHub PR review comment / GitLab diff note
+
+
+@dataclass
+class SThread:
+    number: int
+    kind: str  # "issue", "pull" (GitHub) or "mr" (GitLab)
+    id: int
+    title: str
+    body: str
+    author: SUser
+    created_at: datetime
+    updated_at: datetime
+    labels: list[str] = field(default_factory=list)
+    assignees: list[SUser] = field(default_factory=list)
+    state: str = "open"
+    comments: list[SComment] = field(default_factory=list)
+    head_ref: str = ""
+    base_ref: str = "main"
+    head_sha: str = ""
+
+
+@dataclass
+class SRepo:
+    platform: str
+    path: str
+    id: int
+    owner: SUser
+    default_branch: str = "main"
+    files: dict[str, dict[str, bytes]] = field(default_factory=dict)  # branch -> path -> data
+    threads: dict[tuple[str, int], SThread] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)  # login -> role
+    created_at: datetime = field(default_factory=utcnow)
+
+    def thread(self, kind: str, number: int) -> SThread | None:
+        return self.threads.get((kind, number))
+
+    def branch_sha(self, branch: str) -> str:
+        digest = hashlib.sha1(branch.encode())  # noqa: S324 - a fake commit id
+        for path, data in sorted(self.files.get(branch, {}).items()):
+            digest.update(path.encode() + b"\0" + data)
+        return digest.hexdigest()
+
+
+class World:
+    def __init__(self, clock: Callable[[], datetime] = utcnow) -> None:
+        self.lock = threading.RLock()
+        self.clock = clock
+        self.users: dict[str, SUser] = {}
+        self.repos: dict[tuple[str, str], SRepo] = {}
+        self._ids = itertools.count(1001)
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    # -- seeding ------------------------------------------------------------------------------
+
+    def add_user(self, login: str, token: str | None = None, *, is_bot: bool = False) -> SUser:
+        with self.lock:
+            user = SUser(login, self.next_id(), token, is_bot)
+            self.users[login] = user
+            return user
+
+    def user(self, login: str) -> SUser:
+        with self.lock:
+            return self.users.get(login) or self.add_user(login)
+
+    def user_by_token(self, token: str) -> SUser | None:
+        with self.lock:
+            return next((u for u in self.users.values() if u.token and u.token == token), None)
+
+    def add_repo(
+        self,
+        platform: str,
+        path: str,
+        *,
+        files: dict[str, bytes | str] | None = None,
+        roles: dict[str, str] | None = None,
+        default_branch: str = "main",
+    ) -> SRepo:
+        with self.lock:
+            owner = self.user(path.split("/")[0])
+            repo = SRepo(platform, path, self.next_id(), owner, default_branch)
+            content = {p: d.encode() if isinstance(d, str) else d for p, d in (files or {}).items()}
+            repo.files[default_branch] = content
+            repo.roles = {owner.login: "admin", **(roles or {})}
+            for login in repo.roles:
+                self.user(login)
+            self.repos[(platform, path)] = repo
+            return repo
+
+    def repo(self, platform: str, path: str) -> SRepo:
+        with self.lock:
+            return self.repos[(platform, path)]
+
+    def add_thread(
+        self,
+        platform: str,
+        path: str,
+        *,
+        kind: str = "issue",
+        title: str = "An issue",
+        body: str = "",
+        author: str = "alice",
+        labels: list[str] | None = None,
+        assignees: list[str] | None = None,
+        head_ref: str = "feature",
+    ) -> SThread:
+        with self.lock:
+            repo = self.repo(platform, path)
+            number = self._next_number(repo, kind)
+            now = self.clock()
+            thread = SThread(
+                number=number,
+                kind=kind,
+                id=self.next_id(),
+                title=title,
+                body=body,
+                author=self.user(author),
+                created_at=now,
+                updated_at=now,
+                labels=list(labels or []),
+                assignees=[self.user(a) for a in assignees or []],
+                head_ref=head_ref if kind != "issue" else "",
+                base_ref=repo.default_branch,
+            )
+            if kind != "issue":
+                repo.files.setdefault(head_ref, dict(repo.files[repo.default_branch]))
+                thread.head_sha = repo.branch_sha(head_ref)
+            repo.threads[(kind, number)] = thread
+            return thread
+
+    def _next_number(self, repo: SRepo, kind: str) -> int:
+        # GitHub issues and pull requests share one sequence; GitLab keeps one per kind.
+        same = [n for (k, n) in repo.threads if repo.platform == "github" or k == kind]
+        return max(same, default=0) + 1
+
+    def add_comment(
+        self,
+        platform: str,
+        path: str,
+        number: int,
+        body: str,
+        *,
+        author: str = "alice",
+        kind: str | None = None,
+        system: bool = False,
+        review: bool = False,
+    ) -> SComment:
+        with self.lock:
+            thread = self.thread(platform, path, number, kind)
+            now = self.clock()
+            comment = SComment(self.next_id(), self.user(author), body, now, now, system, review)
+            thread.comments.append(comment)
+            thread.updated_at = now
+            return comment
+
+    def edit_comment(self, comment_id: int, body: str) -> SComment:
+        with self.lock:
+            for thread in self.all_threads():
+                for comment in thread.comments:
+                    if comment.id == comment_id:
+                        comment.body = body
+                        comment.updated_at = self.clock()
+                        thread.updated_at = comment.updated_at
+                        return comment
+            raise KeyError(comment_id)
+
+    def set_labels(
+        self, platform: str, path: str, number: int, labels: list[str], kind: str | None = None
+    ) -> None:
+        with self.lock:
+            thread = self.thread(platform, path, number, kind)
+            thread.labels = list(dict.fromkeys(labels))
+            thread.updated_at = self.clock()
+
+    def set_state(
+        self, platform: str, path: str, number: int, state: str, kind: str | None = None
+    ) -> None:
+        with self.lock:
+            thread = self.thread(platform, path, number, kind)
+            thread.state = state
+            thread.updated_at = self.clock()
+
+    def thread(self, platform: str, path: str, number: int, kind: str | None = None) -> SThread:
+        with self.lock:
+            repo = self.repo(platform, path)
+            kinds = [kind] if kind else ["issue", "pull", "mr"]
+            for candidate in kinds:
+                found = repo.thread(candidate, number)
+                if found is not None:
+                    return found
+            raise KeyError(f"{platform}:{path} {kinds} {number}")
+
+    def all_threads(self) -> list[SThread]:
+        with self.lock:
+            return [t for repo in self.repos.values() for t in repo.threads.values()]
