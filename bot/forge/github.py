@@ -42,6 +42,7 @@ _ROLE = {
 }
 # GitHub's documented default when a secondary limit comes without retry-after.
 SECONDARY_LIMIT_WAIT = 60.0
+RESET_MARGIN = 0.5
 
 
 @dataclass(frozen=True)
@@ -312,7 +313,8 @@ def _rate_limit_wait(
         except ValueError:
             return SECONDARY_LIMIT_WAIT
     if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset"):
-        return max(0.0, float(headers["x-ratelimit-reset"]) - clock())
+        # The reset is in whole seconds; a little margin avoids arriving just before it.
+        return max(0.0, float(headers["x-ratelimit-reset"]) - clock()) + RESET_MARGIN
     if "rate limit" in message:
         return SECONDARY_LIMIT_WAIT
     return None

@@ -45,6 +45,7 @@ _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
 # Our clock and GitLab's may disagree; the first incremental query overlaps by this much.
 CLOCK_SKEW = timedelta(minutes=5)
 DEFAULT_RATE_LIMIT_WAIT = 60.0
+RESET_MARGIN = 0.5
 
 
 class _Client(gitlab.Gitlab):
@@ -343,5 +344,6 @@ def _wait(headers: dict[str, str], clock: Callable[[], float]) -> float:
         except ValueError:
             return DEFAULT_RATE_LIMIT_WAIT
     if "ratelimit-reset" in headers:
-        return max(0.0, float(headers["ratelimit-reset"]) - clock())
+        # The reset is in whole seconds; a little margin avoids arriving just before it.
+        return max(0.0, float(headers["ratelimit-reset"]) - clock()) + RESET_MARGIN
     return DEFAULT_RATE_LIMIT_WAIT

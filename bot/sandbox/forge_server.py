@@ -9,6 +9,7 @@ timeouts, primary/secondary rate limits, GitLab 429), and a request log tests ca
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import random
 import re
@@ -152,7 +153,7 @@ class ForgeServer:
 
     def rate_limit_for(self, platform: str, seconds: float, kind: str = "primary") -> None:
         """Answer every request to `platform` with a rate-limit error for `seconds`."""
-        reset = int(time.time() + seconds) + (1 if seconds % 1 else 0)
+        reset = math.ceil(time.time() + seconds)  # whole epoch seconds, as the real headers
         if platform == "gitlab":
             fault = Fault(
                 status=429,
@@ -179,7 +180,10 @@ class ForgeServer:
                 },
             )
         with self._lock:
-            self._blocked[platform] = (time.monotonic() + seconds, fault)
+            # The block ends when the advertised reset comes (GitLab/primary) or after
+            # `retry-after` seconds (secondary), measured on the wall clock like the headers.
+            until = time.time() + seconds if kind == "secondary" else float(reset)
+            self._blocked[platform] = (until, fault)
 
     def count(
         self,
@@ -208,7 +212,7 @@ class ForgeServer:
         with self._lock:
             blocked = self._blocked.get(platform)
             if blocked is not None:
-                if time.monotonic() < blocked[0]:
+                if time.time() < blocked[0]:
                     return blocked[1]
                 del self._blocked[platform]
             for fault in self.faults:

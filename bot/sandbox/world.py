@@ -11,13 +11,27 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
+
+
+class StepClock:
+    """A clock that advances `step` seconds on every reading: distinct, ordered timestamps."""
+
+    def __init__(self, start: datetime | None = None, step: float = 1.0) -> None:
+        self._now = start or utcnow()
+        self._step = timedelta(seconds=step)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            self._now += self._step
+            return self._now
 
 
 @dataclass

@@ -1,0 +1,91 @@
+"""Command line: argument parsing and exit codes only; the work happens in other modules.
+
+Exit codes: 0 success; 1 the daemon could not work (authentication, forge unreachable);
+2 invalid configuration or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from bot import log as logging_setup
+from bot.config import ConfigError, Settings, load_settings, summary
+from bot.discovery import discover
+from bot.forge.errors import AuthError, ForgeError
+from bot.forge.factory import build_sources
+
+EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bot", description="Coding agent for GitHub and GitLab")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the daemon")
+    run.add_argument("-c", "--config", type=Path, required=True, help="YAML configuration file")
+    run.add_argument("--once", action="store_true", help="one discovery cycle, then exit")
+
+    check = commands.add_parser("check-config", help="validate a configuration file")
+    check.add_argument("-c", "--config", type=Path, required=True)
+
+    sandbox = commands.add_parser("sandbox", help="run against a local emulated forge")
+    sandbox.add_argument("--state-dir", type=Path, default=Path("state/sandbox"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "check-config":
+            return _check_config(args.config)
+        if args.command == "sandbox":
+            from bot.sandbox.demo import run_demo  # the emulator is never imported in production
+
+            return run_demo(args.state_dir)
+        settings = _load(args.config)
+        return _run_once(settings)
+    except ConfigError as exc:
+        print(f"bot: invalid configuration: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def _load(path: Path) -> Settings:
+    settings = load_settings(path)
+    logging_setup.configure(settings.log_level, settings.secrets())
+    return settings
+
+
+def _check_config(path: Path) -> int:
+    settings = load_settings(path)
+    print(yaml.safe_dump(summary(settings), sort_keys=False, allow_unicode=True), end="")
+    print(f"configuration OK: {path}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _run_once(settings: Settings) -> int:
+    log = logging_setup.get_logger("bot.cli")
+    found = 0
+    for source in build_sources(settings):
+        platform = source.forge.platform.value
+        try:
+            me = source.forge.whoami()
+            log.info("forge_identity", platform=platform, login=me.login)
+            result = discover(source)
+        except AuthError as exc:
+            log.error("forge_auth_failed", platform=platform, error=str(exc))
+            return EXIT_FAILURE
+        except ForgeError as exc:
+            log.error("forge_unavailable", platform=platform, error=str(exc))
+            return EXIT_FAILURE
+        found += len(result.tasks)
+    log.info("discovery_done", tasks=found)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Build the configured forge adapters: the only place that knows both config and adapters."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from bot.config import Settings
+from bot.forge.base import Forge
+from bot.forge.github import GitHubForge
+from bot.forge.gitlab import GitLabForge
+from bot.forge.policy import RequestPolicy
+
+
+@dataclass(frozen=True)
+class Source:
+    """One forge and the repositories (GitHub) or projects (GitLab) to watch on it."""
+
+    forge: Forge
+    repos: tuple[str, ...]
+
+
+def watched_labels(settings: Settings) -> tuple[str, ...]:
+    labels = settings.labels
+    # Processing and paused are watched too: a thread labelled so with no state on disk (a
+    # lost state dir) is started over instead of being forgotten.
+    return (labels.trigger, labels.processing, labels.paused)
+
+
+def build_sources(settings: Settings, stop: threading.Event | None = None) -> list[Source]:
+    stop = stop or threading.Event()
+    sources: list[Source] = []
+    if settings.github is not None:
+        gh = settings.github
+        policy = RequestPolicy(host=urlsplit(gh.api_url).netloc, stop=stop)
+        forge: Forge = GitHubForge(
+            gh.api_url,
+            gh.token.get_secret_value(),
+            watch_labels=watched_labels(settings),
+            timeout=gh.timeout_seconds,
+            seconds_between_writes=gh.seconds_between_writes,
+            policy=policy,
+        )
+        sources.append(Source(forge, gh.repositories))
+    if settings.gitlab is not None:
+        gl = settings.gitlab
+        policy = RequestPolicy(host=urlsplit(gl.url).netloc, stop=stop)
+        forge = GitLabForge(
+            gl.url,
+            gl.token.get_secret_value(),
+            watch_labels=watched_labels(settings),
+            timeout=gl.timeout_seconds,
+            policy=policy,
+        )
+        sources.append(Source(forge, gl.projects))
+    return sources

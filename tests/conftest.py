@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from bot.forge.base import Forge
+from bot.forge.github import GitHubForge
+from bot.forge.gitlab import GitLabForge
+from bot.forge.policy import RequestPolicy
+from bot.sandbox.forge_server import ForgeServer
+
+# Recognisable fake secrets: the secrets tests grep every output for them.
+BOT_TOKEN = "ghp_FAKEbotTOKEN0123456789abcdefABCDEF"
+ALICE_TOKEN = "ghp_FAKEaliceTOKEN0123456789abcdefABC"
+LABELS = ("coding agent", "coding agent processing", "coding agent paused")
+REPO = "acme/app"
+
+
+@pytest.fixture
+def server() -> Iterator[ForgeServer]:
+    with ForgeServer() as srv:
+        world = srv.world
+        world.add_user("coding-bot", token=BOT_TOKEN)
+        world.add_user("alice", token=ALICE_TOKEN)
+        world.add_user("github-actions[bot]", is_bot=True)
+        roles = {"alice": "write", "bob": "read", "coding-bot": "write", "carol": "maintain"}
+        files = {"README.md": "# app\n", "src/app.py": "print('hi')\n"}
+        world.add_repo("github", REPO, files=files, roles=roles)
+        world.add_repo("gitlab", REPO, files=files, roles=roles)
+        yield srv
+
+
+def fast_policy(host: str, **overrides: float) -> RequestPolicy:
+    settings: dict[str, float] = {"backoff_base": 0.01, "backoff_cap": 0.05, "max_inline_wait": 10.0}
+    settings.update(overrides)
+    return RequestPolicy(host=host, stop=threading.Event(), **settings)  # type: ignore[arg-type]
+
+
+ForgeFactory = Callable[..., Forge]
+
+
+@pytest.fixture(params=["github", "gitlab"])
+def platform(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_forge(server: ForgeServer, platform: str) -> ForgeFactory:
+    def build(token: str = BOT_TOKEN, policy: RequestPolicy | None = None, timeout: float = 5) -> Forge:
+        policy = policy or fast_policy(platform)
+        if platform == "github":
+            return GitHubForge(
+                server.url, token, watch_labels=LABELS, seconds_between_writes=0, policy=policy, timeout=timeout
+            )
+        return GitLabForge(server.url, token, watch_labels=LABELS, policy=policy, timeout=timeout)
+
+    return build
+
+
+def kind_for(platform: str, change_request: bool) -> str:
+    if not change_request:
+        return "issue"
+    return "pull" if platform == "github" else "mr"
