@@ -36,13 +36,22 @@ def discover(source: Source) -> DiscoveryResult:
         except RateLimited as exc:
             result.retry_after = exc.retry_after
             result.failed_repos.extend(source.repos[source.repos.index(repo) :])
-            log.warning("discovery_rate_limited", platform=platform, repo=repo, retry_after=round(exc.retry_after, 1))
+            log.warning(
+                "discovery_rate_limited",
+                platform=platform,
+                repo=repo,
+                retry_after=round(exc.retry_after, 1),
+            )
             break
         except ForgeError as exc:
             result.failed_repos.append(repo)
-            log.error("discovery_failed", platform=platform, repo=repo, error=str(exc), status=exc.status)
+            log.error(
+                "discovery_failed", platform=platform, repo=repo, error=str(exc), status=exc.status
+            )
             continue
         for task in found:
-            log.info("task_discovered", task=str(task.key), title=task.title, labels=sorted(task.labels))
+            log.info(
+                "task_discovered", task=str(task.key), title=task.title, labels=sorted(task.labels)
+            )
         result.tasks.extend(found)
     return result

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 import structlog
@@ -121,8 +121,3 @@ def configure(
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
     logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
     return logger
-
-
-def bind_task(**fields: Any) -> MutableMapping[str, Any]:
-    """Bind `task=`/`repo=` for the current context (one worker thread)."""
-    return structlog.contextvars.bind_contextvars(**fields)

@@ -33,7 +33,11 @@ def server() -> Iterator[ForgeServer]:
 
 
 def fast_policy(host: str, **overrides: float) -> RequestPolicy:
-    settings: dict[str, float] = {"backoff_base": 0.01, "backoff_cap": 0.05, "max_inline_wait": 10.0}
+    settings: dict[str, float] = {
+        "backoff_base": 0.01,
+        "backoff_cap": 0.05,
+        "max_inline_wait": 10.0,
+    }
     settings.update(overrides)
     return RequestPolicy(host=host, stop=threading.Event(), **settings)  # type: ignore[arg-type]
 
@@ -48,11 +52,18 @@ def platform(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def make_forge(server: ForgeServer, platform: str) -> ForgeFactory:
-    def build(token: str = BOT_TOKEN, policy: RequestPolicy | None = None, timeout: float = 5) -> Forge:
+    def build(
+        token: str = BOT_TOKEN, policy: RequestPolicy | None = None, timeout: float = 5
+    ) -> Forge:
         policy = policy or fast_policy(platform)
         if platform == "github":
             return GitHubForge(
-                server.url, token, watch_labels=LABELS, seconds_between_writes=0, policy=policy, timeout=timeout
+                server.url,
+                token,
+                watch_labels=LABELS,
+                seconds_between_writes=0,
+                policy=policy,
+                timeout=timeout,
             )
         return GitLabForge(server.url, token, watch_labels=LABELS, policy=policy, timeout=timeout)
 

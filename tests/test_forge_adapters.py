@@ -43,7 +43,11 @@ def test_lists_labelled_and_assigned_open_threads(
     closed = w.add_thread(platform, REPO, title="closed", labels=["coding agent"])
     w.set_state(platform, REPO, closed.number, "closed", kind="issue")
     change = w.add_thread(
-        platform, REPO, kind=kind_for(platform, True), title="cr", labels=["coding agent processing"]
+        platform,
+        REPO,
+        kind=kind_for(platform, True),
+        title="cr",
+        labels=["coding agent processing"],
     )
     tasks = make_forge().list_tasks(REPO)
     titles = {t.title: t for t in tasks}
@@ -66,7 +70,9 @@ def test_discovery_notices_label_added_and_removed(
     assert forge.list_tasks(REPO) == []
 
 
-def test_all_comments_past_one_hundred(server: ForgeServer, platform: str, make_forge: ForgeFactory) -> None:
+def test_all_comments_past_one_hundred(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory
+) -> None:
     w = server.world
     thread = w.add_thread(platform, REPO, labels=["coding agent"])
     for i in range(250):
@@ -77,12 +83,16 @@ def test_all_comments_past_one_hundred(server: ForgeServer, platform: str, make_
     assert server.count(platform, "GET", r"/(comments|notes)$") >= 3  # really paginated
 
 
-def test_gitlab_system_notes_are_not_comments(server: ForgeServer, make_forge: ForgeFactory, platform: str) -> None:
+def test_gitlab_system_notes_are_not_comments(
+    server: ForgeServer, make_forge: ForgeFactory, platform: str
+) -> None:
     if platform != "gitlab":
         pytest.skip("system notes exist only on GitLab")
     w = server.world
     thread = w.add_thread(platform, REPO)
-    w.add_comment(platform, REPO, thread.number, "added ~bug label", author="alice", system=True, kind="issue")
+    w.add_comment(
+        platform, REPO, thread.number, "added ~bug label", author="alice", system=True, kind="issue"
+    )
     w.add_comment(platform, REPO, thread.number, "a real note", author="alice", kind="issue")
     comments = make_forge().list_comments(key_for(platform, thread.number))
     assert [c.body for c in comments] == ["a real note"]
@@ -95,9 +105,14 @@ def test_review_comments_included_on_change_requests(
     kind = kind_for(platform, True)
     thread = w.add_thread(platform, REPO, kind=kind)
     w.add_comment(platform, REPO, thread.number, "conversation", author="alice", kind=kind)
-    w.add_comment(platform, REPO, thread.number, "on a line", author="carol", kind=kind, review=True)
+    w.add_comment(
+        platform, REPO, thread.number, "on a line", author="carol", kind=kind, review=True
+    )
     comments = make_forge().list_comments(key_for(platform, thread.number, change_request=True))
-    assert {(c.body, c.kind) for c in comments} == {("conversation", "conversation"), ("on a line", "review")}
+    assert {(c.body, c.kind) for c in comments} == {
+        ("conversation", "conversation"),
+        ("on a line", "review"),
+    }
 
 
 def test_comments_carry_author_permission_and_bot_flag(
@@ -132,7 +147,9 @@ def test_since_returns_new_and_edited_comments(
     assert changed[0].updated_at > changed[0].created_at
 
 
-def test_post_edit_and_label_round_trip(server: ForgeServer, platform: str, make_forge: ForgeFactory) -> None:
+def test_post_edit_and_label_round_trip(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory
+) -> None:
     w = server.world
     thread = w.add_thread(platform, REPO, labels=["coding agent"])
     key = key_for(platform, thread.number)
@@ -160,7 +177,9 @@ def test_repository_reads(server: ForgeServer, platform: str, make_forge: ForgeF
 def test_change_request_thread_has_head_and_base(
     server: ForgeServer, platform: str, make_forge: ForgeFactory
 ) -> None:
-    thread = server.world.add_thread(platform, REPO, kind=kind_for(platform, True), head_ref="fix-1")
+    thread = server.world.add_thread(
+        platform, REPO, kind=kind_for(platform, True), head_ref="fix-1"
+    )
     got = make_forge().get_thread(key_for(platform, thread.number, change_request=True))
     assert (got.head_ref, got.base_ref, got.head_repo, got.state) == ("fix-1", "main", REPO, "open")
     assert got.head_sha == thread.head_sha
@@ -169,13 +188,17 @@ def test_change_request_thread_has_head_and_base(
 # -- faults and rate limits -------------------------------------------------------------------
 
 
-def test_server_errors_are_retried(server: ForgeServer, platform: str, make_forge: ForgeFactory) -> None:
+def test_server_errors_are_retried(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory
+) -> None:
     server.add_fault(Fault(status=502, platform=platform, method="GET", times=2))
     assert make_forge().default_branch(REPO) == "main"
     assert server.count(platform, status=502) == 2
 
 
-def test_resets_and_timeouts_are_retried(server: ForgeServer, platform: str, make_forge: ForgeFactory) -> None:
+def test_resets_and_timeouts_are_retried(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory
+) -> None:
     server.add_fault(Fault(kind="reset", platform=platform, method="GET"))
     server.add_fault(Fault(kind="timeout", platform=platform, method="GET", delay=1.5))
     assert make_forge(timeout=1).default_branch(REPO) == "main"
@@ -191,7 +214,9 @@ def test_persistent_server_errors_become_transient_error(
     assert server.count(platform, status=503) == 4  # max_attempts, then give up
 
 
-def test_a_failed_post_is_not_repeated(server: ForgeServer, platform: str, make_forge: ForgeFactory) -> None:
+def test_a_failed_post_is_not_repeated(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory
+) -> None:
     # The POST may have landed before the 502: repeating it could duplicate a comment.
     thread = server.world.add_thread(platform, REPO)
     server.add_fault(Fault(status=502, platform=platform, method="POST"))
@@ -219,7 +244,9 @@ def test_rate_limit_waits_as_told_and_sends_nothing_meanwhile(
     assert 1.0 <= waited < 6.0
 
 
-def test_long_rate_limit_is_raised_with_the_wait(server: ForgeServer, platform: str, make_forge: ForgeFactory) -> None:
+def test_long_rate_limit_is_raised_with_the_wait(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory
+) -> None:
     forge = make_forge(policy=fast_policy(platform, max_inline_wait=1.0))
     forge.whoami()
     server.rate_limit_for(platform, 30.0)
@@ -235,7 +262,9 @@ def test_long_rate_limit_is_raised_with_the_wait(server: ForgeServer, platform: 
 # -- polling cost -----------------------------------------------------------------------------
 
 
-def test_idle_poll_cycle_costs_no_rate_limit_on_github(server: ForgeServer, make_forge: ForgeFactory, platform: str) -> None:
+def test_idle_poll_cycle_costs_no_rate_limit_on_github(
+    server: ForgeServer, make_forge: ForgeFactory, platform: str
+) -> None:
     w = server.world
     for i in range(3):
         w.add_thread(platform, REPO, title=f"t{i}", labels=["coding agent"])
@@ -254,7 +283,9 @@ def test_idle_poll_cycle_costs_no_rate_limit_on_github(server: ForgeServer, make
         assert server.count("gitlab", path=r"/(issues|merge_requests)$") == 4
 
 
-def test_unchanged_comment_check_is_one_request(server: ForgeServer, platform: str, make_forge: ForgeFactory) -> None:
+def test_unchanged_comment_check_is_one_request(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory
+) -> None:
     w = server.world
     w.clock = StepClock()  # type: ignore[method-assign]
     thread = w.add_thread(platform, REPO)

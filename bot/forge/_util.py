@@ -35,7 +35,7 @@ def next_link(header: str | None) -> str | None:
         return None
     for url, rel in _LINK.findall(header):
         if rel == "next":
-            return url
+            return str(url)
     return None
 
 

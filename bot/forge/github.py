@@ -11,8 +11,8 @@ import base64
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from datetime import datetime
+from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -183,7 +183,9 @@ class GitHubForge:
             url = f"/repos/{key.repo}/issues/{key.number}/labels/{quote(label, safe='')}"
             try:
                 self._policy.call(
-                    "remove_label", lambda url=url: self._req.requestJsonAndCheck("DELETE", url), self._translate
+                    "remove_label",
+                    partial(self._req.requestJsonAndCheck, "DELETE", url),
+                    self._translate,
                 )
             except NotFound:
                 continue  # already gone: the goal state holds

@@ -168,7 +168,10 @@ class GitLabForge:
     def _list_threads(self, repo: str, **query: Any) -> list[TaskSummary]:
         project = self._gl.projects.get(repo, lazy=True)
         out: list[TaskSummary] = []
-        for manager, kind in ((project.issues, Kind.ISSUE), (project.mergerequests, Kind.MERGE_REQUEST)):
+        for manager, kind in (
+            (project.issues, Kind.ISSUE),
+            (project.mergerequests, Kind.MERGE_REQUEST),
+        ):
             items = self._call("list", partial(manager.list, get_all=True, **query))
             out.extend(_summary(repo, kind, dict(i.attributes)) for i in items)
         return out
@@ -196,7 +199,9 @@ class GitLabForge:
             head_ref=data.get("source_branch"),
             head_sha=data.get("sha"),
             base_ref=data.get("target_branch"),
-            head_repo=key.repo if data.get("source_project_id") == data.get("target_project_id") else None,
+            head_repo=key.repo
+            if data.get("source_project_id") == data.get("target_project_id")
+            else None,
         )
 
     def list_comments(self, key: TaskKey, since: datetime | None = None) -> list[Comment]:

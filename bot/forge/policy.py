@@ -74,7 +74,7 @@ class RequestPolicy:
             self._wait_for_gate(operation)
             try:
                 return fn()
-            except Exception as exc:  # noqa: BLE001 - translated and re-raised below
+            except Exception as exc:
                 error = translate(exc)
                 if error is exc:
                     raise
@@ -115,7 +115,7 @@ class RequestPolicy:
 
     def _backoff(self, attempt: int) -> float:
         ceiling = min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))
-        return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - jitter, not crypto
+        return float(ceiling / 2 + random.uniform(0, ceiling / 2))
 
     def _sleep(self, seconds: float) -> None:
         if self.stop.wait(seconds):

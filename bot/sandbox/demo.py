@@ -27,13 +27,23 @@ def seed(server: ForgeServer) -> None:
     world.add_repo("gitlab", "demo/app", files=DEMO_FILES, roles=roles)
     body = "greet() should add an exclamation mark. Please fix demo/greet.py."
     for platform in ("github", "gitlab"):
-        world.add_thread(platform, "demo/app", title="Greeting lacks punctuation", body=body, labels=["coding agent"])
+        world.add_thread(
+            platform,
+            "demo/app",
+            title="Greeting lacks punctuation",
+            body=body,
+            labels=["coding agent"],
+        )
 
 
 def sandbox_config(server: ForgeServer, state_dir: Path) -> str:
     return f"""
 state_dir: {state_dir}
-github: {{api_url: "{server.url}", token: {DEMO_TOKEN}, repositories: [demo/app], seconds_between_writes: 0}}
+github:
+  api_url: "{server.url}"
+  token: {DEMO_TOKEN}
+  repositories: [demo/app]
+  seconds_between_writes: 0
 gitlab: {{url: "{server.url}", token: {DEMO_TOKEN}, projects: [demo/app]}}
 """
 

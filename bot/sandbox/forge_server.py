@@ -9,8 +9,8 @@ timeouts, primary/secondary rate limits, GitLab 429), and a request log tests ca
 from __future__ import annotations
 
 import hashlib
-import math
 import json
+import math
 import random
 import re
 import socket
@@ -259,7 +259,13 @@ class ForgeServer:
 def paginate(request: Request, items: list[Any]) -> tuple[list[Any], dict[str, str]]:
     """Slice `items` by page/per_page and describe the other pages in headers."""
     try:
-        per_page = min(100, max(1, int(request.query.get("per_page", "30" if request.platform == "github" else "20"))))
+        per_page = min(
+            100,
+            max(
+                1,
+                int(request.query.get("per_page", "30" if request.platform == "github" else "20")),
+            ),
+        )
         page = max(1, int(request.query.get("page", "1")))
     except ValueError as exc:
         raise HttpError(400, "invalid pagination parameter") from exc
@@ -322,7 +328,9 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
             conditional = "If-None-Match" in self.headers
             fault = server.pick_fault(platform, method, path)
             if fault is not None and fault.kind in ("reset", "timeout"):
-                server.record(RecordedRequest(platform, method, path, query, 0, time.monotonic(), conditional))
+                server.record(
+                    RecordedRequest(platform, method, path, query, 0, time.monotonic(), conditional)
+                )
                 if fault.kind == "timeout":
                     time.sleep(fault.delay)
                 self._reset()
@@ -332,7 +340,9 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
             else:
                 response = self._handle(method, path, query, raw, platform)
             server.record(
-                RecordedRequest(platform, method, path, query, response.status, time.monotonic(), conditional)
+                RecordedRequest(
+                    platform, method, path, query, response.status, time.monotonic(), conditional
+                )
             )
             self._send(response)
 
@@ -345,12 +355,18 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
                 message = "Bad credentials" if platform == "github" else "401 Unauthorized"
                 return Response(401, {"message": message})
             try:
-                body = json.loads(raw) if raw and "json" in (self.headers.get("Content-Type") or "") else None
+                body = (
+                    json.loads(raw)
+                    if raw and "json" in (self.headers.get("Content-Type") or "")
+                    else None
+                )
             except json.JSONDecodeError:
                 return Response(400, {"message": "Problems parsing JSON"})
             if body is None and raw and platform == "gitlab":
                 body = dict(parse_qsl(raw.decode(), keep_blank_values=True))
-            request = Request(method, path, query, dict(self.headers), body, raw, user, server.url, platform)
+            request = Request(
+                method, path, query, dict(self.headers), body, raw, user, server.url, platform
+            )
             response = self._route(request)
             if response.status == 304:
                 response.headers.update(server.rate_headers(platform, token, spend=False))
@@ -380,7 +396,7 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
             if request.method != "GET" or response.status != 200 or response.raw is not None:
                 return response
             payload = json.dumps(response.body, sort_keys=True).encode()
-            etag = f'W/"{hashlib.sha1(payload).hexdigest()}"'  # noqa: S324 - an ETag
+            etag = f'W/"{hashlib.sha1(payload).hexdigest()}"'
             response.headers["ETag"] = etag
             if request.headers.get("If-None-Match") == etag:
                 return Response(304, None, {"ETag": etag})

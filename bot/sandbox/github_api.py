@@ -63,20 +63,49 @@ def repo_json(base: str, repo: SRepo) -> dict[str, Any]:
     url = f"{base}/repos/{repo.path}"
     templated = {
         name: f"{url}/{name.removesuffix('_url')}{{/x}}"
-        for name in (
-            "archive_url assignees_url blobs_url branches_url collaborators_url comments_url "
-            "commits_url compare_url contents_url git_commits_url git_refs_url git_tags_url "
-            "issue_comment_url issue_events_url issues_url keys_url labels_url milestones_url "
-            "notifications_url pulls_url releases_url statuses_url trees_url"
-        ).split()
+        for name in [
+            "archive_url",
+            "assignees_url",
+            "blobs_url",
+            "branches_url",
+            "collaborators_url",
+            "comments_url",
+            "commits_url",
+            "compare_url",
+            "contents_url",
+            "git_commits_url",
+            "git_refs_url",
+            "git_tags_url",
+            "issue_comment_url",
+            "issue_events_url",
+            "issues_url",
+            "keys_url",
+            "labels_url",
+            "milestones_url",
+            "notifications_url",
+            "pulls_url",
+            "releases_url",
+            "statuses_url",
+            "trees_url",
+        ]
     }
     plain = {
         name: f"{url}/{name.removesuffix('_url')}"
-        for name in (
-            "contributors_url deployments_url downloads_url events_url forks_url hooks_url "
-            "languages_url merges_url stargazers_url subscribers_url subscription_url tags_url "
-            "teams_url"
-        ).split()
+        for name in [
+            "contributors_url",
+            "deployments_url",
+            "downloads_url",
+            "events_url",
+            "forks_url",
+            "hooks_url",
+            "languages_url",
+            "merges_url",
+            "stargazers_url",
+            "subscribers_url",
+            "subscription_url",
+            "tags_url",
+            "teams_url",
+        ]
     }
     open_count = sum(1 for t in repo.threads.values() if t.state == "open")
     return {
@@ -295,7 +324,29 @@ def routes(server: ForgeServer) -> list[Route]:
 
     def get_user(req: Request, m: re.Match[str]) -> Response:
         assert req.user is not None
-        return Response(body={**user_json(req.base_url, req.user), "name": req.user.login})
+        created = _ts((world.repos and min(r.created_at for r in world.repos.values())) or None)
+        private = {
+            "name": req.user.login,
+            "company": None,
+            "blog": None,
+            "location": None,
+            "email": None,
+            "hireable": None,
+            "bio": None,
+            "public_repos": 0,
+            "public_gists": 0,
+            "followers": 0,
+            "following": 0,
+            "created_at": created,
+            "updated_at": created,
+            "private_gists": 0,
+            "total_private_repos": 0,
+            "owned_private_repos": 0,
+            "disk_usage": 0,
+            "collaborators": 0,
+            "two_factor_authentication": True,
+        }
+        return Response(body={**user_json(req.base_url, req.user), **private})
 
     def get_repo(req: Request, m: re.Match[str]) -> Response:
         return Response(body=repo_json(req.base_url, repo_of(m)))
@@ -335,7 +386,9 @@ def routes(server: ForgeServer) -> list[Route]:
         items = [
             comment_json(req.base_url, repo, thread, c)
             for c in thread.comments
-            if c.review == review and not c.system and (not since or (_ts(c.updated_at) or "") >= since)
+            if c.review == review
+            and not c.system
+            and (not since or (_ts(c.updated_at) or "") >= since)
         ]
         return Response(body=items, paginate=True)
 
@@ -346,7 +399,9 @@ def routes(server: ForgeServer) -> list[Route]:
         if not isinstance(body, str) or not body:
             raise HttpError(422, "Validation Failed")
         assert req.user is not None
-        comment = world.add_comment("github", repo.path, thread.number, body, author=req.user.login, kind=thread.kind)
+        comment = world.add_comment(
+            "github", repo.path, thread.number, body, author=req.user.login, kind=thread.kind
+        )
         return Response(201, comment_json(req.base_url, repo, thread, comment))
 
     def edit_comment(req: Request, m: re.Match[str], review: bool) -> Response:

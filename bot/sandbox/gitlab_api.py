@@ -136,7 +136,9 @@ def routes(server: ForgeServer) -> list[Route]:
         after = _parse(req.query["updated_after"]) if "updated_after" in req.query else None
         order = req.query.get("order_by", "created_at")
         threads = [t for t in repo.threads.values() if t.kind == kind]
-        threads.sort(key=lambda t: t.updated_at if order == "updated_at" else t.created_at, reverse=True)
+        threads.sort(
+            key=lambda t: t.updated_at if order == "updated_at" else t.created_at, reverse=True
+        )
         items = []
         for thread in threads:
             gl_state = "opened" if thread.state == "open" else thread.state
@@ -153,7 +155,9 @@ def routes(server: ForgeServer) -> list[Route]:
 
     def get_thread(req: Request, m: re.Match[str]) -> Response:
         repo = project_of(m)
-        return Response(body=thread_json(req.base_url, repo, thread_of(repo, m["section"], m["iid"])))
+        return Response(
+            body=thread_json(req.base_url, repo, thread_of(repo, m["section"], m["iid"]))
+        )
 
     def update_thread(req: Request, m: re.Match[str]) -> Response:
         repo = project_of(m)
@@ -164,7 +168,9 @@ def routes(server: ForgeServer) -> list[Route]:
             labels = [x for x in str(body["labels"]).split(",") if x]
         labels += [x for x in str(body.get("add_labels", "")).split(",") if x]
         removed = {x for x in str(body.get("remove_labels", "")).split(",") if x}
-        world.set_labels("gitlab", repo.path, thread.number, [x for x in labels if x not in removed], thread.kind)
+        world.set_labels(
+            "gitlab", repo.path, thread.number, [x for x in labels if x not in removed], thread.kind
+        )
         return Response(body=thread_json(req.base_url, repo, thread))
 
     def list_notes(req: Request, m: re.Match[str]) -> Response:
@@ -186,7 +192,9 @@ def routes(server: ForgeServer) -> list[Route]:
         if not isinstance(body, str) or not body:
             raise HttpError(400, "body is missing")
         assert req.user is not None
-        note = world.add_comment("gitlab", repo.path, thread.number, body, author=req.user.login, kind=thread.kind)
+        note = world.add_comment(
+            "gitlab", repo.path, thread.number, body, author=req.user.login, kind=thread.kind
+        )
         return Response(201, note_json(req.base_url, thread, note))
 
     def update_note(req: Request, m: re.Match[str]) -> Response:

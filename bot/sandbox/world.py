@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -88,7 +88,7 @@ class SRepo:
         return self.threads.get((kind, number))
 
     def branch_sha(self, branch: str) -> str:
-        digest = hashlib.sha1(branch.encode())  # noqa: S324 - a fake commit id
+        digest = hashlib.sha1(branch.encode())
         for path, data in sorted(self.files.get(branch, {}).items()):
             digest.update(path.encode() + b"\0" + data)
         return digest.hexdigest()
@@ -126,7 +126,7 @@ class World:
         platform: str,
         path: str,
         *,
-        files: dict[str, bytes | str] | None = None,
+        files: Mapping[str, bytes | str] | None = None,
         roles: dict[str, str] | None = None,
         default_branch: str = "main",
     ) -> SRepo:

@@ -1,0 +1,63 @@
+"""`bot run --once` as a real process against the emulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bot.sandbox.forge_server import ForgeServer
+from tests.conftest import BOT_TOKEN, REPO
+
+
+def run_bot(
+    tmp_path: Path, server: ForgeServer, token: str = BOT_TOKEN
+) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"""
+state_dir: {tmp_path / "state"}
+github:
+  api_url: "{server.url}"
+  token: "${{GH_TOKEN}}"
+  repositories: [{REPO}]
+  seconds_between_writes: 0
+gitlab: {{url: "{server.url}", token_file: token, projects: [{REPO}]}}
+"""
+    )
+    (tmp_path / "token").write_text(token)
+    env = {k: v for k, v in os.environ.items() if k != "CREDENTIALS_DIRECTORY"}
+    env["GH_TOKEN"] = token
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "run", "--once", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_run_once_prints_found_tasks(tmp_path: Path, server: ForgeServer) -> None:
+    for platform in ("github", "gitlab"):
+        server.world.add_thread(platform, REPO, title=f"{platform} task", labels=["coding agent"])
+        server.world.add_thread(platform, REPO, title="ignored")
+    done = run_bot(tmp_path, server)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    found = {e["task"] for e in events if e["event"] == "task_discovered"}
+    assert found == {f"github:{REPO}#1", f"gitlab:{REPO}#1"}
+    assert BOT_TOKEN not in done.stdout + done.stderr
+
+
+def test_run_once_with_a_bad_token_exits_1_without_leaking_it(
+    tmp_path: Path, server: ForgeServer
+) -> None:
+    bad = "ghp_BADTOKENBADTOKEN0123456789abcdef"
+    done = run_bot(tmp_path, server, token=bad)
+    assert done.returncode == 1
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert any(e["event"] == "forge_auth_failed" for e in events)
+    assert bad not in done.stdout + done.stderr
