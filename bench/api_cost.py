@@ -1,0 +1,102 @@
+"""API cost of polling: requests per idle discovery cycle and per unchanged comment check.
+
+Run: .venv/bin/python bench/api_cost.py [--repos 20] [--issues 50] [--comments 1000]
+
+The baseline is the seed design: every cycle lists every open issue of every repository
+without conditional requests, and every comment check fetches the whole comment list.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import requests
+
+from bot.forge.github import GitHubForge
+from bot.forge.types import Kind, Platform, TaskKey
+from bot.sandbox.forge_server import ForgeServer
+from bot.sandbox.world import StepClock
+
+TOKEN = "bench-token"
+LABELS = ("coding agent", "coding agent processing", "coding agent paused")
+
+
+def seed(server: ForgeServer, repos: int, issues: int, comments: int) -> list[str]:
+    world = server.world
+    world.clock = StepClock()  # type: ignore[method-assign]
+    world.add_user("bot", token=TOKEN)
+    names = [f"org/repo{i}" for i in range(repos)]
+    for name in names:
+        world.add_repo("github", name, roles={"alice": "write"})
+        for j in range(issues):
+            world.add_thread(
+                "github", name, title=f"issue {j}", labels=["coding agent"] if j % 5 == 0 else []
+            )
+    thread = world.add_thread("github", names[0], title="long thread")
+    for k in range(comments):
+        world.add_comment("github", names[0], thread.number, f"comment {k}", author="alice")
+    return names
+
+
+def baseline_cycle(server: ForgeServer, names: list[str]) -> None:
+    for name in names:
+        requests.get(
+            f"{server.url}/repos/{name}/issues",
+            params={"state": "open", "per_page": 100},
+            headers={"Authorization": f"token {TOKEN}"},
+            timeout=10,
+        )
+
+
+def baseline_comment_check(server: ForgeServer, repo: str, number: int) -> None:
+    url: str | None = f"{server.url}/repos/{repo}/issues/{number}/comments?per_page=100"
+    while url:
+        response = requests.get(url, headers={"Authorization": f"token {TOKEN}"}, timeout=10)
+        url = response.links.get("next", {}).get("url")
+
+
+def measure(server: ForgeServer, action: object) -> tuple[int, int]:
+    server.clear_log()
+    action()  # type: ignore[operator]
+    total = server.count()
+    return total, total - server.count(status=304)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repos", type=int, default=20)
+    parser.add_argument("--issues", type=int, default=50)
+    parser.add_argument("--comments", type=int, default=1000)
+    args = parser.parse_args()
+    with ForgeServer() as server:
+        names = seed(server, args.repos, args.issues, args.comments)
+        forge = GitHubForge(server.url, TOKEN, watch_labels=LABELS, seconds_between_writes=0)
+        forge.whoami()
+        for name in names:
+            forge.list_tasks(name)  # first cycle fills the ETag cache
+        thread_number = args.issues + 1
+        key = TaskKey(Platform.GITHUB, names[0], Kind.ISSUE, thread_number)
+        newest = forge.list_comments(key)[-1].updated_at
+        forge.list_comments(key, since=newest)
+
+        ours_cycle = measure(server, lambda: [forge.list_tasks(n) for n in names])
+        base_cycle = measure(server, lambda: baseline_cycle(server, names))
+        ours_check = measure(server, lambda: forge.list_comments(key, since=newest))
+        base_check = measure(
+            server, lambda: baseline_comment_check(server, names[0], thread_number)
+        )
+
+    rows = [
+        (f"idle poll cycle ({args.repos} repos x {args.issues} issues)", ours_cycle, base_cycle),
+        (f"unchanged comment check ({args.comments} comments)", ours_check, base_check),
+    ]
+    print(
+        f"{'measure':<52} {'ours req':>9} {'ours billed':>12} {'base req':>9} {'base billed':>12}"
+    )
+    for name, ours, base in rows:
+        print(f"{name:<52} {ours[0]:>9} {ours[1]:>12} {base[0]:>9} {base[1]:>12}")
+    print("billed = requests that count against the rate limit (everything but 304)")
+
+
+if __name__ == "__main__":
+    main()
