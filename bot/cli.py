@@ -7,7 +7,9 @@ Exit codes: 0 success; 1 the daemon could not work (authentication, forge unreac
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,9 +17,11 @@ import yaml
 
 from bot import log as logging_setup
 from bot.config import ConfigError, Settings, load_settings, summary
-from bot.discovery import discover
+from bot.daemon import Daemon
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import build_sources
+from bot.llm.factory import build_llm
+from bot.state import StateError
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
@@ -48,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_demo(args.state_dir)
         settings = _load(args.config)
-        return _run_once(settings)
+        return run_daemon(settings, once=args.once)
     except ConfigError as exc:
         print(f"bot: invalid configuration: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -67,23 +71,36 @@ def _check_config(path: Path) -> int:
     return EXIT_OK
 
 
-def _run_once(settings: Settings) -> int:
+def run_daemon(settings: Settings, *, once: bool) -> int:
     log = logging_setup.get_logger("bot.cli")
-    found = 0
-    for source in build_sources(settings):
-        platform = source.forge.platform.value
-        try:
-            me = source.forge.whoami()
-            log.info("forge_identity", platform=platform, login=me.login)
-            result = discover(source)
-        except AuthError as exc:
-            log.error("forge_auth_failed", platform=platform, error=str(exc))
-            return EXIT_FAILURE
-        except ForgeError as exc:
-            log.error("forge_unavailable", platform=platform, error=str(exc))
-            return EXIT_FAILURE
-        found += len(result.tasks)
-    log.info("discovery_done", tasks=found)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal_received", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    daemon = Daemon(settings, build_sources(settings, stop), build_llm(settings.llm), stop)
+    try:
+        daemon.initialize()
+    except StateError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except AuthError as exc:
+        log.error("forge_auth_failed", error=str(exc))
+        return EXIT_FAILURE
+    except ForgeError as exc:
+        log.error("forge_unavailable", error=str(exc), status=exc.status)
+        return EXIT_FAILURE
+    try:
+        if once:
+            daemon.run_once()
+        else:
+            daemon.run_forever()
+    finally:
+        daemon.close()
+    log.info("daemon_exit")
     return EXIT_OK
 
 

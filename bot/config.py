@@ -102,6 +102,18 @@ class LLMSettings(_Frozen):
     max_steps: int = Field(default=40, ge=1)
     max_tokens_per_task: int = Field(default=400_000, ge=1000)
     timeout_seconds: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    # "native" uses the API's tool calling; "prompt" describes tools in the system message and
+    # parses a fenced JSON block, for servers without tool calling.
+    tool_calling: Literal["native", "prompt"] = "native"
+    # Room left in the window for the answer; the prompt gets context_window minus this.
+    reserve_output_tokens: int = Field(default=1024, ge=64)
+
+    @model_validator(mode="after")
+    def _room_for_prompt(self) -> LLMSettings:
+        if self.reserve_output_tokens >= self.context_window // 2:
+            raise ValueError("reserve_output_tokens must be less than half of context_window")
+        return self
 
 
 class AccessSettings(_Frozen):

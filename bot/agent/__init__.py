@@ -1,0 +1,1 @@
+"""The agent: step loop, tools, finishing."""

@@ -1,0 +1,99 @@
+"""Tools the model may call: JSON-schema'd, strictly validated, errors answered as results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot.llm.base import ToolCall, ToolSpec
+
+
+class Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PostCommentArgs(Args):
+    body: str = Field(min_length=1, max_length=60_000, description="Markdown text of the note")
+
+
+class FinishArgs(Args):
+    summary: str = Field(min_length=1, max_length=60_000, description="Final answer for the thread")
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str
+    ok: bool = True
+    malformed: bool = False
+    finish: str | None = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    args: type[Args]
+    run: Callable[[Any], ToolResult]
+
+    def spec(self) -> ToolSpec:
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(self.name, self.description, schema)
+
+
+class Toolbox:
+    def __init__(self, tools: list[Tool]) -> None:
+        self.tools = {tool.name: tool for tool in tools}
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec() for tool in self.tools.values()]
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            names = ", ".join(sorted(self.tools))
+            return ToolResult(
+                f"error: unknown tool {call.name!r}; available: {names}", ok=False, malformed=True
+            )
+        try:
+            raw = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return ToolResult(
+                f"error: arguments of {call.name} are not valid JSON ({exc.msg} at {exc.pos})",
+                ok=False,
+                malformed=True,
+            )
+        try:
+            args = tool.args.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            return ToolResult(
+                f"error: invalid arguments for {call.name}: {problems}", ok=False, malformed=True
+            )
+        return tool.run(args)
+
+
+def finish_tool() -> Tool:
+    return Tool(
+        "finish",
+        "End the task. The summary is posted in the thread as the final answer.",
+        FinishArgs,
+        lambda args: ToolResult("finishing", finish=args.summary),
+    )
+
+
+def post_comment_tool(post: Callable[[str], str]) -> Tool:
+    def run(args: PostCommentArgs) -> ToolResult:
+        comment_id = post(args.body)
+        return ToolResult(f"posted comment {comment_id}")
+
+    return Tool(
+        "post_comment", "Post a note in the thread (not the final answer).", PostCommentArgs, run
+    )

@@ -1,0 +1,1 @@
+"""Context engine: token counting, budgets and what the model sees."""

@@ -1,0 +1,191 @@
+"""The daemon: scheduler, worker pool, shutdown. No per-task logic lives here."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MISSED, JobExecutionEvent
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from bot.agent.runner import Deps, Outcome, TaskRunner
+from bot.comments import Identity
+from bot.config import Settings
+from bot.context.tokens import TokenCounter, encoding_for
+from bot.discovery import discover
+from bot.dispatch import Job, plan_jobs
+from bot.forge.errors import AuthError
+from bot.forge.factory import Source
+from bot.llm.base import LLMClient
+from bot.log import get_logger
+from bot.state import DaemonLock, StateStore, TaskBusy
+
+log = get_logger(__name__)
+
+
+class JobQueue:
+    """APScheduler 3 in UTC; every job error and missed run goes to one handler, logged."""
+
+    def __init__(self) -> None:
+        self._scheduler = BackgroundScheduler(
+            timezone=UTC,
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
+        )
+        self._scheduler.add_listener(self._on_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED)
+
+    def every(self, seconds: float, fn: Callable[[], None], name: str) -> None:
+        self._scheduler.add_job(
+            fn, "interval", seconds=seconds, id=name, name=name, next_run_time=datetime.now(UTC)
+        )
+
+    def start(self) -> None:
+        self._scheduler.start()
+
+    def shutdown(self) -> None:
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=True)
+
+    @staticmethod
+    def _on_event(event: JobExecutionEvent) -> None:
+        if event.exception is not None:
+            log.error(
+                "job_failed",
+                job=event.job_id,
+                error=f"{type(event.exception).__name__}: {event.exception}",
+                exc_info=(type(event.exception), event.exception, event.exception.__traceback__),
+            )
+        else:
+            log.warning("job_missed", job=event.job_id)
+
+
+@dataclass
+class _Worker:
+    source: Source
+    runner: TaskRunner
+
+
+class Daemon:
+    def __init__(
+        self,
+        settings: Settings,
+        sources: list[Source],
+        llm: LLMClient,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sources = sources
+        self.llm = llm
+        self.stop = stop or threading.Event()
+        self.store = StateStore(settings.state_dir)
+        self._lock = DaemonLock(settings.state_dir)
+        self._pool = ThreadPoolExecutor(settings.max_concurrent_tasks, thread_name_prefix="task")
+        self._in_flight: dict[str, Future[Outcome]] = {}
+        self._guard = threading.Lock()
+        self._workers: list[_Worker] = []
+        self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def initialize(self) -> None:
+        """Lock the state dir and learn who we are on each forge (raises on failure)."""
+        self._lock.acquire()
+        ignore = frozenset(a.lower() for a in self.settings.access.ignore_authors)
+        for source in self.sources:
+            me = source.forge.whoami()
+            log.info("forge_identity", platform=source.forge.platform.value, login=me.login)
+            deps = Deps(
+                forge=source.forge,
+                store=self.store,
+                llm=self.llm,
+                settings=self.settings,
+                identity=Identity(me.login, ignore),
+                counter=self.counter,
+                stop=self.stop,
+            )
+            self._workers.append(_Worker(source, TaskRunner(deps)))
+
+    def run_once(self) -> None:
+        """One discovery cycle; every task found runs until it ends, pauses or is interrupted."""
+        for worker in self._workers:
+            self.poll(worker)
+        self._drain()
+
+    def run_forever(self) -> None:
+        queue = JobQueue()
+        for n, worker in enumerate(self._workers):
+            name = f"poll-{worker.source.forge.platform.value}-{n}"
+            queue.every(self.settings.poll_interval_seconds, partial(self.poll, worker), name)
+        queue.start()
+        log.info(
+            "daemon_started",
+            sources=len(self._workers),
+            poll_interval=self.settings.poll_interval_seconds,
+        )
+        try:
+            self.stop.wait()
+        finally:
+            log.info("daemon_stopping", running=len(self._in_flight))
+            queue.shutdown()
+            self._drain()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._lock.release()
+
+    # -- work ---------------------------------------------------------------------------------
+
+    def poll(self, worker: _Worker) -> None:
+        if self.stop.is_set():
+            return
+        result = discover(worker.source)
+        platform = worker.source.forge.platform
+        for job in plan_jobs(result.tasks, self.store, self.settings.labels, platform):
+            self._submit(worker, job)
+
+    def _submit(self, worker: _Worker, job: Job) -> None:
+        name = str(job.key)
+        with self._guard:
+            if name in self._in_flight or self.stop.is_set():
+                return  # one worker per task at a time, ever
+            future = self._pool.submit(self._work, worker, job)
+            self._in_flight[name] = future
+        future.add_done_callback(partial(self._done, name))
+
+    def _done(self, name: str, _future: Future[Outcome]) -> None:
+        with self._guard:
+            self._in_flight.pop(name, None)
+
+    def _work(self, worker: _Worker, job: Job) -> Outcome:
+        try:
+            return worker.runner.run(job.key, fresh=job.fresh)
+        except TaskBusy:
+            log.warning("task_busy", task=str(job.key))
+            return Outcome.INTERRUPTED
+        except AuthError as exc:
+            log.error("forge_auth_failed", task=str(job.key), error=str(exc))
+            return Outcome.INTERRUPTED
+        except Exception as exc:
+            # One handler for the unexpected: logged with its traceback, the task resumes
+            # next cycle from its saved state, the daemon keeps working.
+            log.exception("task_crashed", task=str(job.key), error=type(exc).__name__)
+            return Outcome.INTERRUPTED
+
+    def _drain(self) -> None:
+        while True:
+            with self._guard:
+                pending = list(self._in_flight.values())
+            if not pending:
+                return
+            for future in pending:
+                future.result()
+            with self._guard:
+                for name in [n for n, f in self._in_flight.items() if f.done()]:
+                    del self._in_flight[name]
+
+    def in_flight(self) -> list[str]:
+        with self._guard:
+            return sorted(self._in_flight)

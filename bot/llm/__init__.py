@@ -1,0 +1,1 @@
+"""LLM access: a Protocol, the OpenAI-compatible client, and a scripted in-memory fake."""

@@ -1,0 +1,66 @@
+"""What the agent needs from a model, independent of any SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Message = dict[str, Any]  # OpenAI chat message shape: role, content, tool_calls, tool_call_id
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model produced it; validated by the tool layer
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def message(self) -> Message:
+        message: Message = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in self.tool_calls
+            ]
+        return message
+
+
+class LLMError(Exception):
+    """The model could not answer after the client's retries."""
+
+
+class LLMFatal(LLMError):
+    """Retrying will not help (bad request, auth, unknown model)."""
+
+
+class LLMClient(Protocol):
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> LLMReply: ...

@@ -1,0 +1,144 @@
+"""`LLMClient` on the official `openai` SDK, for any OpenAI-compatible endpoint.
+
+Retries are the SDK's: connection errors, 408, 409, 429 and 5xx are retried with exponential
+backoff that honours `Retry-After`; other 4xx are not. Servers without tool calling are used in
+"prompt" mode: the tools are described in the system message and the model answers with one
+fenced JSON block `{"tool": NAME, "arguments": {...}}`, which is parsed back into a tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import openai
+
+from bot.llm.base import LLMError, LLMFatal, LLMReply, Message, ToolCall, ToolSpec
+
+_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+
+PROMPT_TOOLS_HEADER = """
+You cannot call functions natively. To use a tool, answer with exactly one fenced JSON block:
+```json
+{"tool": "<name>", "arguments": {...}}
+```
+Available tools (JSON schema of the arguments):
+"""
+
+
+class OpenAIClient:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        max_retries: int = 4,
+        tool_calling: Literal["native", "prompt"] = "native",
+        max_output_tokens: int | None = None,
+    ) -> None:
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            # Local servers need no key, but the SDK insists on a value.
+            api_key=api_key or "not-needed",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+        self._model = model
+        self._tool_calling = tool_calling
+        self._max_output_tokens = max_output_tokens
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> LLMReply:
+        kwargs: dict[str, Any] = {"model": self._model}
+        if self._max_output_tokens:
+            kwargs["max_tokens"] = self._max_output_tokens
+        if self._tool_calling == "native":
+            kwargs["messages"] = list(messages)
+            if tools:
+                kwargs["tools"] = [t.openai() for t in tools]
+        else:
+            kwargs["messages"] = prompt_mode_messages(messages, tools)
+        try:
+            response = self._client.chat.completions.create(**kwargs)
+        except openai.APIStatusError as exc:
+            if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
+                raise LLMError(f"model endpoint error {exc.status_code} after retries") from None
+            raise LLMFatal(f"model endpoint refused the request ({exc.status_code})") from None
+        except openai.APIConnectionError as exc:
+            raise LLMError(f"model endpoint unreachable: {type(exc).__name__}") from None
+        except openai.OpenAIError as exc:
+            raise LLMError(f"model call failed: {type(exc).__name__}") from None
+        return self._reply(response)
+
+    def _reply(self, response: Any) -> LLMReply:
+        if not getattr(response, "choices", None):
+            raise LLMError("model returned no choices")
+        message = response.choices[0].message
+        usage = getattr(response, "usage", None)
+        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        content = message.content
+        calls = tuple(
+            ToolCall(c.id or _call_id(), c.function.name, c.function.arguments or "")
+            for c in (message.tool_calls or [])
+            if getattr(c, "function", None) is not None
+        )
+        if self._tool_calling == "prompt" and content:
+            parsed = parse_fenced_call(content)
+            if parsed is not None:
+                calls = (parsed,)
+        return LLMReply(content, calls, prompt, completion)
+
+
+def prompt_mode_messages(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Message]:
+    """Rewrite a native tool conversation for a server that only knows plain chat."""
+    described = "\n".join(
+        f"- {t.name}: {t.description}\n  {json.dumps(t.parameters, separators=(',', ':'))}"
+        for t in tools
+    )
+    out: list[Message] = []
+    for message in messages:
+        role = message["role"]
+        if role == "system" and not out:
+            out.append(
+                {
+                    "role": "system",
+                    "content": f"{message['content']}\n{PROMPT_TOOLS_HEADER}{described}",
+                }
+            )
+        elif role == "tool":
+            out.append({"role": "user", "content": f"[tool result]\n{message['content']}"})
+        elif role == "assistant" and message.get("tool_calls"):
+            call = message["tool_calls"][0]["function"]
+            block = json.dumps({"tool": call["name"], "arguments": _loads(call["arguments"])})
+            out.append({"role": "assistant", "content": f"```json\n{block}\n```"})
+        else:
+            out.append({"role": role, "content": message.get("content") or ""})
+    return out
+
+
+def parse_fenced_call(text: str) -> ToolCall | None:
+    for match in _FENCE.finditer(text):
+        try:
+            data = json.loads(match.group(1))
+        except json.JSONDecodeError:
+            # Returned as a call with the raw text so the tool layer answers "malformed".
+            return ToolCall(_call_id(), "__malformed__", match.group(1))
+        if isinstance(data, dict) and isinstance(data.get("tool"), str):
+            return ToolCall(_call_id(), data["tool"], json.dumps(data.get("arguments", {})))
+    return None
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        return text
+
+
+def _call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:12]}"

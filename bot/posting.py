@@ -1,0 +1,62 @@
+"""Exactly-once bot comments: intent saved, hidden marker, look-up before posting again."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bot.forge._util import parse_time
+from bot.forge.base import Forge
+from bot.forge.types import TaskKey
+from bot.state import PendingPost, StateStore, TaskState, now_iso
+
+# The look-up after a crash starts this long before the intent was recorded, for clock skew.
+LOOKBACK = timedelta(minutes=10)
+
+
+def marker(key: TaskKey, seq: int) -> str:
+    return f"<!-- bot:{key}:{seq} -->"
+
+
+class Poster:
+    def __init__(
+        self, forge: Forge, key: TaskKey, bot_login: str, store: StateStore, state: TaskState
+    ):
+        self.forge = forge
+        self.key = key
+        self.bot_login = bot_login
+        self.store = store
+        self.state = state
+
+    def post(self, purpose: str, body: str) -> str:
+        """Record the intent, post with a marker, record the result. Returns the comment id."""
+        self.intend(purpose, body)
+        return self.deliver(look_up=False)
+
+    def intend(self, purpose: str, body: str) -> None:
+        """Save the intent only; callers that change the status save both in one write."""
+        seq = self.state.next_seq
+        self.state.next_seq += 1
+        self.state.pending_post = PendingPost(
+            seq=seq, purpose=purpose, body=body, created_at=now_iso()
+        )
+        self.store.save(self.state)
+
+    def deliver(self, look_up: bool = True) -> str:
+        pending = self.state.pending_post
+        if pending is None:
+            raise RuntimeError("no pending post")
+        tag = marker(self.key, pending.seq)
+        found = self._find(tag, pending.created_at) if look_up else None
+        comment_id = found or self.forge.post_comment(self.key, f"{pending.body}\n\n{tag}").id
+        self.state.posted[str(pending.seq)] = comment_id
+        self.state.pending_post = None
+        self.store.save(self.state)
+        return comment_id
+
+    def _find(self, tag: str, created_at: str) -> str | None:
+        since = parse_time(created_at) - LOOKBACK
+        for comment in self.forge.list_comments(self.key, since=since):
+            # Only the bot's own comments count: a person quoting the marker is not a post.
+            if comment.author == self.bot_login and tag in comment.body:
+                return comment.id
+        return None

@@ -1,0 +1,190 @@
+"""A scripted OpenAI-compatible server over real HTTP on 127.0.0.1.
+
+Serves `/v1/models` and `/v1/chat/completions`. Replies come from a queue of scripted items
+(content, tool calls, HTTP faults, delays); when the queue is empty, a `policy` function of the
+request decides (deterministic, so a restarted daemon gets the same answers for the same
+conversation). Every request body is logged so tests can inspect what the model saw.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = dict[str, Any]
+Policy = Callable[[dict[str, Any]], Reply]
+
+
+@dataclass
+class Scripted:
+    """One scripted answer: a reply, or an HTTP error `status` (with optional headers)."""
+
+    content: str | None = None
+    tool_calls: list[tuple[str, Any]] = field(default_factory=list)  # (name, arguments)
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    raw_arguments: bool = False  # send arguments exactly as given (to script malformed JSON)
+
+
+def count_tool_results(request: dict[str, Any]) -> int:
+    return sum(1 for m in request.get("messages", []) if m.get("role") == "tool")
+
+
+def stepping_policy(steps: int = 2, note: str = "Progress note") -> Policy:
+    """Post `steps` progress notes through the post_comment tool, then finish."""
+
+    def policy(request: dict[str, Any]) -> Reply:
+        done = count_tool_results(request)
+        if done < steps:
+            return {"tool_calls": [("post_comment", {"body": f"{note} {done + 1}"})]}
+        humans = sum(
+            1
+            for m in request.get("messages", [])
+            if m.get("role") == "user" and "@" in str(m.get("content"))
+        )
+        return {
+            "tool_calls": [
+                ("finish", {"summary": f"Finished after {done} steps; {humans} user turns."})
+            ]
+        }
+
+    return policy
+
+
+class LLMServer:
+    def __init__(self, policy: Policy | None = None, *, host: str = "127.0.0.1", port: int = 0):
+        self.policy = policy or stepping_policy()
+        self.script: list[Scripted] = []
+        self.requests: list[dict[str, Any]] = []
+        self.model = "scripted-model"
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
+        self._httpd.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def start(self) -> LLMServer:
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> LLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def push(self, *items: Scripted) -> None:
+        with self._lock:
+            self.script.extend(items)
+
+    def next_answer(self, request: dict[str, Any]) -> Scripted:
+        with self._lock:
+            self.requests.append(request)
+            if self.script:
+                return self.script.pop(0)
+        reply = self.policy(request)
+        return Scripted(reply.get("content"), list(reply.get("tool_calls", [])))
+
+    def seen_text(self) -> str:
+        """Everything the model was shown, for "did the model see X" assertions."""
+        with self._lock:
+            return "\n".join(
+                str(m.get("content") or "") for r in self.requests for m in r.get("messages", [])
+            )
+
+
+def completion(model: str, answer: Scripted, request: dict[str, Any]) -> dict[str, Any]:
+    calls = [
+        {
+            "id": f"call_{uuid.uuid4().hex[:10]}",
+            "type": "function",
+            "function": {
+                "name": name,
+                "arguments": arguments if answer.raw_arguments else json.dumps(arguments),
+            },
+        }
+        for name, arguments in answer.tool_calls
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+    if calls:
+        message["tool_calls"] = calls
+    prompt_chars = sum(len(str(m.get("content") or "")) for m in request.get("messages", []))
+    completion_chars = len(answer.content or "") + sum(len(str(a)) for _, a in answer.tool_calls)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+        ],
+        "usage": {
+            "prompt_tokens": prompt_chars // 4 + 1,
+            "completion_tokens": completion_chars // 4 + 1,
+            "total_tokens": (prompt_chars + completion_chars) // 4 + 2,
+        },
+    }
+
+
+def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
+    class _Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") == "/v1/models":
+                self._json(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": server.model, "object": "model", "owned_by": "sandbox"}],
+                    },
+                )
+            else:
+                self._json(404, {"error": {"message": "not found"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                request = json.loads(self.rfile.read(length) or b"{}")
+            except json.JSONDecodeError:
+                self._json(400, {"error": {"message": "invalid JSON"}})
+                return
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self._json(404, {"error": {"message": "not found"}})
+                return
+            answer = server.next_answer(request)
+            if answer.delay:
+                time.sleep(answer.delay)
+            if answer.status != 200:
+                self._json(answer.status, {"error": {"message": "scripted fault"}}, answer.headers)
+                return
+            self._json(200, completion(server.model, answer, request))
+
+        def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return _Handler

@@ -1,0 +1,266 @@
+"""Per-task state on disk. The state on disk is the truth; labels follow it.
+
+Layout under `state_dir`:
+    daemon.lock                                  flock held by the one running daemon
+    tasks/<platform>/<owner__repo>/<kind>-<n>/
+        task.json           atomic: temp file, fsync, os.replace, fsync of the directory
+        conversation.jsonl  append-only, fsync per append; a torn last line is dropped
+        lock                flock held by the worker on this task
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from bot.forge.types import TaskKey
+
+
+class StateError(Exception):
+    """The state dir cannot be used (locked by another daemon, unreadable, corrupt)."""
+
+
+class TaskBusy(StateError):
+    """Another worker holds this task's lock."""
+
+
+class Status(StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+    DONE = "done"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Status.STOPPED, Status.DONE, Status.FAILED)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class PendingPost(BaseModel):
+    """A comment we are about to post: if we die, the marker tells whether it landed."""
+
+    seq: int
+    purpose: str
+    body: str
+    created_at: str = Field(default_factory=lambda: now_iso())
+
+
+class Usage(BaseModel):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class TaskState(BaseModel):
+    key: str
+    run: int = 1
+    status: Status = Status.RUNNING
+    step: int = 0
+    # Comment id -> updated_at of the version delivered (or deliberately skipped).
+    seen: dict[str, str] = Field(default_factory=dict)
+    comments_since: str | None = None
+    initialized: bool = False
+    next_seq: int = 1
+    pending_post: PendingPost | None = None
+    posted: dict[str, str] = Field(default_factory=dict)  # seq -> comment id
+    usage: Usage = Field(default_factory=Usage)
+    malformed_streak: int = 0
+    llm_failures: int = 0  # consecutive model calls that failed after the client's retries
+    reason: str | None = None
+    final_answer: str | None = None
+    labels_applied: str | None = None  # the status the labels last reflected
+    created_at: str = Field(default_factory=now_iso)
+    updated_at: str = Field(default_factory=now_iso)
+
+    def task_key(self) -> TaskKey:
+        return TaskKey.parse(self.key)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a reader sees the old or the new file, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    _fsync_dir(path.parent)
+
+
+class Conversation:
+    """Append-only JSON lines; each append is on disk (fsync) before it returns."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._repaired = False
+
+    def append(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
+        if not self._repaired:
+            self._drop_torn_tail()
+        with open(self.path, "ab") as handle:
+            handle.write(line.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def entries(self) -> list[dict[str, Any]]:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        out: list[dict[str, Any]] = []
+        for line in raw.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue  # a torn last line from a crash: never a crash on load
+            if isinstance(entry, dict):
+                out.append(entry)
+        return out
+
+    def _drop_torn_tail(self) -> None:
+        # A crash mid-append leaves a line without "\n"; appending after it would glue the
+        # next entry to the garbage, so cut the file back to its last complete line.
+        self._repaired = True
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        if raw and not raw.endswith(b"\n"):
+            cut = raw.rfind(b"\n") + 1
+            with open(self.path, "r+b") as handle:
+                handle.truncate(cut)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+
+class StateStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def task_dir(self, key: TaskKey) -> Path:
+        repo = key.repo.replace("/", "__")
+        return self.root / "tasks" / key.platform.value / repo / f"{key.kind.value}-{key.number}"
+
+    def load(self, key: TaskKey) -> TaskState | None:
+        path = self.task_dir(key) / "task.json"
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StateError(f"cannot read {path}: {exc.strerror}") from None
+        try:
+            return TaskState.model_validate_json(raw)
+        except ValidationError as exc:
+            raise StateError(
+                f"{path} is not a valid task state ({exc.error_count()} errors)"
+            ) from None
+
+    def save(self, state: TaskState) -> None:
+        state.updated_at = now_iso()
+        directory = self.task_dir(state.task_key())
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write(directory / "task.json", state.model_dump_json(indent=1).encode("utf-8"))
+
+    def conversation(self, key: TaskKey) -> Conversation:
+        directory = self.task_dir(key)
+        directory.mkdir(parents=True, exist_ok=True)
+        return Conversation(directory / "conversation.jsonl")
+
+    def archive_run(self, key: TaskKey, run: int) -> None:
+        """Keep a finished run's conversation for audit when the task is triggered again."""
+        path = self.task_dir(key) / "conversation.jsonl"
+        if path.exists():
+            os.replace(path, path.with_name(f"conversation.run{run}.jsonl"))
+
+    def all_states(self) -> list[TaskState]:
+        states = []
+        for path in sorted((self.root / "tasks").glob("*/*/*/task.json")):
+            try:
+                states.append(TaskState.model_validate_json(path.read_bytes()))
+            except (OSError, ValidationError):
+                continue  # reported by `bot status`; one bad file must not hide the rest
+        return states
+
+    @contextlib.contextmanager
+    def task_lock(self, key: TaskKey) -> Iterator[None]:
+        directory = self.task_dir(key)
+        directory.mkdir(parents=True, exist_ok=True)
+        with _flock(directory / "lock", f"task {key} is being worked on", TaskBusy):
+            yield
+
+
+@contextlib.contextmanager
+def _flock(path: Path, busy: str, error: type[StateError]) -> Iterator[int]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise error(busy) from None
+        yield fd
+    finally:
+        os.close(fd)  # closing releases the lock, also when the process dies
+
+
+class DaemonLock:
+    """One daemon per state dir: an flock the kernel releases when the process dies."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "daemon.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StateError(f"cannot use state dir {self.path.parent}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StateError(
+                f"state dir {self.path.parent} is in use by another daemon (pid {holder})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
