@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -74,3 +75,18 @@ def kind_for(platform: str, change_request: bool) -> str:
     if not change_request:
         return "issue"
     return "pull" if platform == "github" else "mr"
+
+
+@pytest.fixture
+def model() -> Iterator[Any]:
+    from bot.sandbox.llm_server import LLMServer
+
+    with LLMServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def rig(server: ForgeServer, model: Any, platform: str, tmp_path: Any) -> Any:
+    from tests.rig import Rig
+
+    return Rig(server, model, platform, tmp_path / "state")

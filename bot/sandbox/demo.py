@@ -32,7 +32,11 @@ def seed(server: ForgeServer) -> list[SThread]:
     body = "greet() should add an exclamation mark. Please fix demo/greet.py."
     return [
         world.add_thread(
-            platform, "demo/app", title="Greeting lacks punctuation", body=body, labels=["coding agent"]
+            platform,
+            "demo/app",
+            title="Greeting lacks punctuation",
+            body=body,
+            labels=["coding agent"],
         )
         for platform in ("github", "gitlab")
     ]
@@ -56,7 +60,9 @@ def show(thread: SThread, platform: str) -> None:
     print(f"\n=== {platform}: #{thread.number} {thread.title}  labels={thread.labels}")
     print(f"@{thread.author.login}: {thread.body}")
     for comment in thread.comments:
-        print(f"--- @{comment.author.login} at {comment.created_at:%H:%M:%S}:\n{comment.body.strip()}")
+        print(
+            f"--- @{comment.author.login} at {comment.created_at:%H:%M:%S}:\n{comment.body.strip()}"
+        )
 
 
 def run_demo(state_dir: Path, llm_url: str | None = None) -> int:

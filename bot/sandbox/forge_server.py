@@ -112,6 +112,9 @@ class ForgeServer:
         self.random_fault_delay = 3.0
         self._random = random.Random(1234)
         self.requests: list[RecordedRequest] = []
+        # Called after a request changed the world and before the answer is sent: crash tests
+        # kill the daemon here, "between posting a comment and saving state".
+        self.before_response: Callable[[RecordedRequest], None] | None = None
         self._blocked: dict[str, tuple[float, Fault]] = {}
         self._lock = threading.Lock()
         self.rate_limit = 5000
@@ -339,11 +342,12 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
                 response = Response(fault.status, fault.body, dict(fault.headers))
             else:
                 response = self._handle(method, path, query, raw, platform)
-            server.record(
-                RecordedRequest(
-                    platform, method, path, query, response.status, time.monotonic(), conditional
-                )
+            record = RecordedRequest(
+                platform, method, path, query, response.status, time.monotonic(), conditional
             )
+            server.record(record)
+            if server.before_response is not None:
+                server.before_response(record)
             self._send(response)
 
         def _handle(

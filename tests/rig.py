@@ -1,0 +1,112 @@
+"""An in-process rig: emulated forge + scripted model + a real Daemon on a temp state dir."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.config import Settings, parse_settings
+from bot.daemon import Daemon
+from bot.forge.factory import build_sources
+from bot.forge.types import Kind, Platform, TaskKey
+from bot.llm.factory import build_llm
+from bot.sandbox.forge_server import ForgeServer
+from bot.sandbox.llm_server import LLMServer
+from bot.sandbox.world import SThread
+from bot.state import StateStore, TaskState
+from tests.conftest import BOT_TOKEN, REPO
+
+
+def config_text(
+    forge: ForgeServer, model: LLMServer, state_dir: Path, extra: str = "", llm: str = ""
+) -> str:
+    return f"""
+state_dir: {state_dir}
+poll_interval_seconds: 5
+max_concurrent_tasks: 4
+github:
+  api_url: "{forge.url}"
+  token: {BOT_TOKEN}
+  repositories: [{REPO}]
+  seconds_between_writes: 0
+gitlab: {{url: "{forge.url}", token: {BOT_TOKEN}, projects: [{REPO}]}}
+llm: {{base_url: "{model.url}", model: scripted-model, context_window: 8192, max_retries: 1{llm}}}
+access: {{ignore_authors: ["github-actions[bot]", "renovate"]}}
+{extra}
+"""
+
+
+@dataclass
+class Rig:
+    forge: ForgeServer
+    model: LLMServer
+    platform: str
+    state_dir: Path
+    extra_config: str = ""
+    llm_options: str = ""  # e.g. ", max_steps: 2"
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def settings(self) -> Settings:
+        return parse_settings(
+            config_text(
+                self.forge, self.model, self.state_dir, self.extra_config, self.llm_options
+            ),
+            {},
+        )
+
+    def daemon(self) -> Daemon:
+        settings = self.settings
+        daemon = Daemon(
+            settings, build_sources(settings, self.stop), build_llm(settings.llm), self.stop
+        )
+        daemon.initialize()
+        return daemon
+
+    def run_once(self) -> None:
+        daemon = self.daemon()
+        try:
+            daemon.run_once()
+        finally:
+            daemon.close()
+
+    def issue(self, **kwargs: Any) -> SThread:
+        kwargs.setdefault("labels", ["coding agent"])
+        kwargs.setdefault("title", "Please fix")
+        kwargs.setdefault("body", "The greeting is wrong.")
+        return self.forge.world.add_thread(self.platform, REPO, **kwargs)
+
+    def comment(self, thread: SThread, body: str, author: str = "alice", **kwargs: Any) -> int:
+        return self.forge.world.add_comment(
+            self.platform, REPO, thread.number, body, author=author, kind=thread.kind, **kwargs
+        ).id
+
+    def set_labels(self, thread: SThread, labels: list[str]) -> None:
+        self.forge.world.set_labels(self.platform, REPO, thread.number, labels, kind=thread.kind)
+
+    def key(self, thread: SThread) -> TaskKey:
+        kinds = {"issue": Kind.ISSUE, "pull": Kind.PULL, "mr": Kind.MERGE_REQUEST}
+        return TaskKey(Platform(self.platform), REPO, kinds[thread.kind], thread.number)
+
+    def state(self, thread: SThread) -> TaskState:
+        state = StateStore(self.state_dir).load(self.key(thread))
+        assert state is not None
+        return state
+
+    def conversation(self, thread: SThread) -> list[dict[str, Any]]:
+        return StateStore(self.state_dir).conversation(self.key(thread)).entries()
+
+    def delivered_ids(self, thread: SThread) -> list[str]:
+        """Comment ids in the persisted conversation, in order, with repeats."""
+        return [
+            str(ref["id"]) for e in self.conversation(thread) for ref in e.get("comments") or []
+        ]
+
+    def bot_comments(self, thread: SThread) -> list[str]:
+        return [c.body for c in thread.comments if c.author.login == "coding-bot"]
+
+
+def comment_id(platform: str, raw: int) -> str:
+    return f"issue:{raw}" if platform == "github" else str(raw)
