@@ -21,7 +21,7 @@ from bot.daemon import Daemon
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import build_sources
 from bot.llm.factory import build_llm
-from bot.state import StateError
+from bot.state import StateError, StateStore
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-config", help="validate a configuration file")
     check.add_argument("-c", "--config", type=Path, required=True)
 
+    status = commands.add_parser("status", help="list tasks in the state dir")
+    status.add_argument("-c", "--config", type=Path, required=True)
+
     sandbox = commands.add_parser("sandbox", help="run against a local emulated forge")
     sandbox.add_argument("--state-dir", type=Path, default=Path("state/sandbox"))
     return parser
@@ -51,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bot.sandbox.demo import run_demo  # the emulator is never imported in production
 
             return run_demo(args.state_dir)
+        if args.command == "status":
+            return _status(load_settings(args.config))
         settings = _load(args.config)
         return run_daemon(settings, once=args.once)
     except ConfigError as exc:
@@ -68,6 +73,19 @@ def _check_config(path: Path) -> int:
     settings = load_settings(path)
     print(yaml.safe_dump(summary(settings), sort_keys=False, allow_unicode=True), end="")
     print(f"configuration OK: {path}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _status(settings: Settings) -> int:
+    states = StateStore(settings.state_dir).all_states()
+    if not states:
+        print(f"no tasks in {settings.state_dir}")
+        return EXIT_OK
+    width = max(len(s.key) for s in states)
+    print(f"{'task':<{width}}  {'status':<8} {'run':>3} {'step':>4} {'tokens':>8}  last activity")
+    for s in sorted(states, key=lambda s: s.updated_at, reverse=True):
+        counts = f"{s.run:>3} {s.step:>4} {s.usage.total:>8}"
+        print(f"{s.key:<{width}}  {s.status.value:<8} {counts}  {s.updated_at}")
     return EXIT_OK
 
 

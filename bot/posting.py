@@ -13,6 +13,10 @@ from bot.state import PendingPost, StateStore, TaskState, now_iso
 LOOKBACK = timedelta(minutes=10)
 
 
+def posted_result(comment_id: str) -> str:
+    return f"posted comment {comment_id}"
+
+
 def marker(key: TaskKey, seq: int) -> str:
     return f"<!-- bot:{key}:{seq} -->"
 
@@ -27,17 +31,17 @@ class Poster:
         self.store = store
         self.state = state
 
-    def post(self, purpose: str, body: str) -> str:
+    def post(self, purpose: str, body: str, call_id: str | None = None) -> str:
         """Record the intent, post with a marker, record the result. Returns the comment id."""
-        self.intend(purpose, body)
+        self.intend(purpose, body, call_id)
         return self.deliver(look_up=False)
 
-    def intend(self, purpose: str, body: str) -> None:
+    def intend(self, purpose: str, body: str, call_id: str | None = None) -> None:
         """Save the intent only; callers that change the status save both in one write."""
         seq = self.state.next_seq
         self.state.next_seq += 1
         self.state.pending_post = PendingPost(
-            seq=seq, purpose=purpose, body=body, created_at=now_iso()
+            seq=seq, purpose=purpose, body=body, call_id=call_id, created_at=now_iso()
         )
         self.store.save(self.state)
 
@@ -49,6 +53,8 @@ class Poster:
         found = self._find(tag, pending.created_at) if look_up else None
         comment_id = found or self.forge.post_comment(self.key, f"{pending.body}\n\n{tag}").id
         self.state.posted[str(pending.seq)] = comment_id
+        if pending.call_id is not None:
+            self.state.tool_journal[pending.call_id] = posted_result(comment_id)
         self.state.pending_post = None
         self.store.save(self.state)
         return comment_id

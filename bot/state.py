@@ -55,6 +55,7 @@ class PendingPost(BaseModel):
     seq: int
     purpose: str
     body: str
+    call_id: str | None = None  # the tool call this post carries out, if any
     created_at: str = Field(default_factory=lambda: now_iso())
 
 
@@ -80,6 +81,9 @@ class TaskState(BaseModel):
     next_seq: int = 1
     pending_post: PendingPost | None = None
     posted: dict[str, str] = Field(default_factory=dict)  # seq -> comment id
+    # Results of side-effecting tool calls that happened but are not yet in the conversation:
+    # after a crash the call is answered from here instead of being carried out twice.
+    tool_journal: dict[str, str] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
     malformed_streak: int = 0
     llm_failures: int = 0  # consecutive model calls that failed after the client's retries

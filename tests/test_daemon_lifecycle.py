@@ -1,4 +1,4 @@
-"""The task lifecycle on GitHub and GitLab alike: a real Daemon, the emulator, the scripted model."""
+"""The task lifecycle on GitHub and GitLab: a real Daemon, the emulator, the scripted model."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from typing import NoReturn
 
 import structlog
 
-from bot.agent.tools import Toolbox, finish_tool, post_comment_tool
+from bot.agent.tools import Toolbox, ToolResult, finish_tool, post_comment_tool
 from bot.comments import CommentDetectionManager, Identity, NewComment, Trust
 from bot.config import Settings
 from bot.context.tokens import TokenCounter
@@ -30,7 +30,7 @@ from bot.forge.base import Forge
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.types import TaskKey, Thread
 from bot.labels import sync_labels
-from bot.llm.base import LLMClient, LLMError, LLMFatal, LLMReply, Message
+from bot.llm.base import LLMClient, LLMError, LLMFatal, LLMReply, Message, ToolCall
 from bot.log import get_logger
 from bot.posting import Poster
 from bot.state import StateStore, Status, TaskState
@@ -108,9 +108,11 @@ class _Run:
             self.forge, key, deps.identity, trust, self.conversation
         )
         self.poster = Poster(self.forge, key, deps.identity.login, self.store, self.state)
-        self.toolbox = Toolbox(
-            [finish_tool(), post_comment_tool(lambda body: self.poster.post("note", body))]
-        )
+        self.toolbox = Toolbox([finish_tool(), post_comment_tool(self._post_note)])
+
+    def _post_note(self, body: str, call_id: str) -> str:
+        self.poster.post("note", body, call_id)
+        return self.state.tool_journal[call_id]
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -178,19 +180,56 @@ class _Run:
     # -- the loop -----------------------------------------------------------------------------
 
     def _loop(self) -> Outcome:
+        final = self._resume_turn()
         while True:
-            self._safe_point()
-            self._check_caps()
-            reply = self._call_model()
-            final = self._apply(reply)
             if final is None:
+                self._safe_point()
+                self._check_caps()
+                final = self._apply(self._call_model(), done=set())
                 continue
             if self._safe_point():
-                continue  # a comment arrived before the final answer: another turn
+                final = None  # a comment arrived before the final answer: another turn
+                continue
             return self._finish(final)
 
-    def _safe_point(self) -> bool:
-        """Controls and comments. True if new comments were added to the conversation."""
+    def _resume_turn(self) -> str | None:
+        """After a restart, finish the turn the previous process was in the middle of.
+
+        The last reply's tool calls without a result are executed now (they are idempotent:
+        posts carry markers), so no step is lost or repeated and the conversation stays valid.
+        """
+        entries = self.conversation.entries()
+        last = max((i for i, e in enumerate(entries) if e.get("role") == "assistant"), default=None)
+        if last is None:
+            return None
+        after = entries[last + 1 :]
+        if any(e.get("role") == "user" for e in after):
+            return None  # new input arrived after that reply: the model speaks next
+        entry = entries[last]
+        calls = tuple(
+            ToolCall(c["id"], c["function"]["name"], c["function"].get("arguments") or "")
+            for c in entry.get("tool_calls") or []
+        )
+        done = {str(e.get("tool_call_id")) for e in after if e.get("role") == "tool"}
+        for call_id in done:
+            self.state.tool_journal.pop(call_id, None)
+        if calls and done >= {c.id for c in calls}:
+            final = self._finish_argument(calls)
+            return final
+        return self._apply(LLMReply(entry.get("content"), calls), done=done)
+
+    def _finish_argument(self, calls: tuple[ToolCall, ...]) -> str | None:
+        for call in calls:
+            if call.name == "finish":
+                return self.toolbox.execute(call).finish
+        return None
+
+    def _safe_point(self, deliver: bool = True) -> bool:
+        """Controls and comments. True if new comments were added to the conversation.
+
+        With `deliver=False` (between the tool calls of one reply) comments wait: they are
+        fetched again and delivered at the next full safe point.
+        """
         if self.deps.stop.is_set():
             self._save()
             raise _Halt(Outcome.INTERRUPTED)
@@ -220,7 +259,7 @@ class _Run:
             raise _Halt(Outcome.PAUSED)
         if self.state.status is Status.PAUSED:
             self._resume()
-        if not talk:
+        if not talk or not deliver:
             self._save()
             return False
         self.detector.add_to_context(talk, step=self.state.step)
@@ -312,8 +351,8 @@ class _Run:
         log.warning("model_unavailable", error=error, failures=failures)
         raise _Halt(Outcome.INTERRUPTED)
 
-    def _apply(self, reply: LLMReply) -> str | None:
-        """Run the reply's tool calls; the final answer if the model finished."""
+    def _apply(self, reply: LLMReply, done: set[str]) -> str | None:
+        """Run the reply's tool calls (those not `done` already); the final answer, if any."""
         if not reply.tool_calls:
             if reply.content and reply.content.strip():
                 return reply.content.strip()  # a plain answer is a final answer
@@ -327,10 +366,14 @@ class _Run:
             )
             self._save()
             return None
-        final: str | None = None
+        final = self._finish_argument(tuple(c for c in reply.tool_calls if c.id in done))
         malformed = 0
-        for call in reply.tool_calls:
-            result = self.toolbox.execute(call)
+        pending = [c for c in reply.tool_calls if c.id not in done]
+        for n, call in enumerate(pending):
+            if n:
+                self._safe_point(deliver=False)  # controls only: results must stay together
+            journaled = self.state.tool_journal.get(call.id)
+            result = ToolResult(journaled) if journaled else self.toolbox.execute(call)
             self.conversation.append(
                 {
                     "role": "tool",
@@ -340,12 +383,11 @@ class _Run:
                     "name": call.name,
                 }
             )
+            self.state.tool_journal.pop(call.id, None)
             self._save()
             malformed += int(result.malformed)
             final = result.finish or final
-            if final is None:
-                self._safe_point()
-        if malformed == len(reply.tool_calls):
+        if pending and malformed == len(pending):
             self._malformed("every tool call was malformed")
         else:
             self.state.malformed_streak = 0

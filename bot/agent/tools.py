@@ -37,7 +37,7 @@ class Tool:
     name: str
     description: str
     args: type[Args]
-    run: Callable[[Any], ToolResult]
+    run: Callable[[Any, ToolCall], ToolResult]
 
     def spec(self) -> ToolSpec:
         schema = self.args.model_json_schema()
@@ -77,7 +77,7 @@ class Toolbox:
             return ToolResult(
                 f"error: invalid arguments for {call.name}: {problems}", ok=False, malformed=True
             )
-        return tool.run(args)
+        return tool.run(args, call)
 
 
 def finish_tool() -> Tool:
@@ -85,14 +85,15 @@ def finish_tool() -> Tool:
         "finish",
         "End the task. The summary is posted in the thread as the final answer.",
         FinishArgs,
-        lambda args: ToolResult("finishing", finish=args.summary),
+        lambda args, _call: ToolResult("finishing", finish=args.summary),
     )
 
 
-def post_comment_tool(post: Callable[[str], str]) -> Tool:
-    def run(args: PostCommentArgs) -> ToolResult:
-        comment_id = post(args.body)
-        return ToolResult(f"posted comment {comment_id}")
+def post_comment_tool(post: Callable[[str, str], str]) -> Tool:
+    """`post(body, call_id)` posts exactly once and returns the tool result text."""
+
+    def run(args: PostCommentArgs, call: ToolCall) -> ToolResult:
+        return ToolResult(post(args.body, call.id))
 
     return Tool(
         "post_comment", "Post a note in the thread (not the final answer).", PostCommentArgs, run

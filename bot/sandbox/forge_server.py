@@ -15,6 +15,7 @@ import random
 import re
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -123,7 +124,7 @@ class ForgeServer:
             "github": github_api.routes(self),
             "gitlab": gitlab_api.routes(self),
         }
-        self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
+        self._httpd = _QuietServer((host, port), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -257,6 +258,16 @@ class ForgeServer:
     def used(self, token: str) -> int:
         with self._lock:
             return self._used.get(token, 0)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that vanish (killed daemons, injected resets) are part of the tests.
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, ConnectionError | OSError):
+            super().handle_error(request, client_address)
 
 
 def paginate(request: Request, items: list[Any]) -> tuple[list[Any], dict[str, str]]:

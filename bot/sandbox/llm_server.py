@@ -37,13 +37,16 @@ def count_tool_results(request: dict[str, Any]) -> int:
     return sum(1 for m in request.get("messages", []) if m.get("role") == "tool")
 
 
-def stepping_policy(steps: int = 2, note: str = "Progress note") -> Policy:
+def stepping_policy(steps: int = 2, note: str = "Progress note", delay: float = 0.0) -> Policy:
     """Post `steps` progress notes through the post_comment tool, then finish."""
 
     def policy(request: dict[str, Any]) -> Reply:
         done = count_tool_results(request)
         if done < steps:
-            return {"tool_calls": [("post_comment", {"body": f"{note} {done + 1}"})]}
+            return {
+                "tool_calls": [("post_comment", {"body": f"{note} {done + 1}"})],
+                "delay": delay,
+            }
         humans = sum(
             1
             for m in request.get("messages", [])
@@ -97,7 +100,11 @@ class LLMServer:
             if self.script:
                 return self.script.pop(0)
         reply = self.policy(request)
-        return Scripted(reply.get("content"), list(reply.get("tool_calls", [])))
+        return Scripted(
+            reply.get("content"),
+            list(reply.get("tool_calls", [])),
+            delay=float(reply.get("delay", 0)),
+        )
 
     def seen_text(self) -> str:
         """Everything the model was shown, for "did the model see X" assertions."""
