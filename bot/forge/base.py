@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Protocol
 
-from bot.forge.types import Comment, Permission, Platform, TaskKey, TaskSummary, Thread, User
+from bot.forge.types import (
+    BranchHead,
+    ChangeRequest,
+    Comment,
+    FileChange,
+    Permission,
+    Platform,
+    TaskKey,
+    TaskSummary,
+    Thread,
+    User,
+)
 
 
 class Forge(Protocol):
@@ -39,3 +51,25 @@ class Forge(Protocol):
     def default_branch(self, repo: str) -> str: ...
 
     def read_file(self, repo: str, path: str, ref: str) -> bytes: ...
+
+    # -- publishing work: each step can be looked up first, so a repeat after a crash is a no-op
+
+    def resolve_branch(self, repo: str, branch: str) -> BranchHead | None: ...
+
+    def download_archive(self, repo: str, sha: str, dest: Path) -> None:
+        """Write the repository at `sha` as a .tar.gz to `dest`."""
+        ...
+
+    def commit_files(
+        self, repo: str, branch: str, parent: str, message: str, changes: Sequence[FileChange]
+    ) -> str:
+        """One commit on top of `parent`; `branch` is created or fast-forwarded. Its sha."""
+        ...
+
+    def find_change_request(self, repo: str, branch: str) -> ChangeRequest | None: ...
+
+    def open_change_request(
+        self, repo: str, branch: str, base: str, title: str, body: str
+    ) -> ChangeRequest:
+        """A draft pull/merge request from `branch` into `base`."""
+        ...

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -23,7 +24,10 @@ from bot.forge._util import LRU, TTLCache, format_time, next_link, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
+    BranchHead,
+    ChangeRequest,
     Comment,
+    FileChange,
     Kind,
     Permission,
     Platform,
@@ -214,6 +218,95 @@ class GitHubForge:
             raise NotFound(f"{repo}:{path}@{ref} is not a file", 404)
         return base64.b64decode(data.get("content") or "")
 
+    # -- publishing ----------------------------------------------------------------------------
+
+    def resolve_branch(self, repo: str, branch: str) -> BranchHead | None:
+        try:
+            ref = self._get(f"/repos/{repo}/git/ref/heads/{quote(branch)}")
+        except NotFound:
+            return None
+        sha = ref["object"]["sha"]
+        commit = self._get(f"/repos/{repo}/git/commits/{sha}")
+        return BranchHead(sha, commit.get("message", ""))
+
+    def download_archive(self, repo: str, sha: str, dest: Path) -> None:
+        remote = self._gh.get_repo(repo, lazy=True)
+        link = self._policy.call(
+            "archive_link", partial(remote.get_archive_link, "tarball", sha), self._translate
+        )
+        self._policy.call(
+            "archive",
+            partial(self._req.getFile, link, str(dest), chunk_size=65536),
+            self._translate,
+        )
+
+    def commit_files(
+        self, repo: str, branch: str, parent: str, message: str, changes: Sequence[FileChange]
+    ) -> str:
+        base_tree = self._get(f"/repos/{repo}/git/commits/{parent}")["tree"]["sha"]
+        entries = [
+            {"path": c.path, "mode": "100644", "type": "blob", "content": c.content}
+            if c.content is not None
+            else {"path": c.path, "mode": "100644", "type": "blob", "sha": None}
+            for c in changes
+        ]
+        tree = self._write(
+            "create_tree",
+            "POST",
+            f"/repos/{repo}/git/trees",
+            {"base_tree": base_tree, "tree": entries},
+        )
+        commit = self._write(
+            "create_commit",
+            "POST",
+            f"/repos/{repo}/git/commits",
+            {"message": message, "tree": tree["sha"], "parents": [parent]},
+        )
+        sha = str(commit["sha"])
+        if self.resolve_branch(repo, branch) is None:
+            self._write(
+                "create_ref",
+                "POST",
+                f"/repos/{repo}/git/refs",
+                {"ref": f"refs/heads/{branch}", "sha": sha},
+            )
+        else:
+            self._write(
+                "update_ref",
+                "PATCH",
+                f"/repos/{repo}/git/refs/heads/{quote(branch)}",
+                {"sha": sha, "force": False},
+            )
+        return sha
+
+    def find_change_request(self, repo: str, branch: str) -> ChangeRequest | None:
+        owner = repo.split("/")[0]
+        pulls = self._get_all(
+            f"/repos/{repo}/pulls", {"head": f"{owner}:{branch}", "state": "open"}
+        )
+        return _change_request(pulls[0]) if pulls else None
+
+    def open_change_request(
+        self, repo: str, branch: str, base: str, title: str, body: str
+    ) -> ChangeRequest:
+        data = self._write(
+            "open_pull",
+            "POST",
+            f"/repos/{repo}/pulls",
+            {"title": title, "head": branch, "base": base, "body": body, "draft": True},
+        )
+        return _change_request(data)
+
+    def _write(self, operation: str, verb: str, url: str, body: dict[str, Any]) -> Any:
+        # Writes are not retried inside the call: the caller looks the result up first.
+        _, data = self._policy.call(
+            operation,
+            partial(self._req.requestJsonAndCheck, verb, url, input=body),
+            self._translate,
+            idempotent=False,
+        )
+        return data
+
     # -- internals ----------------------------------------------------------------------------
 
     def _comment(self, repo: str, item: dict[str, Any], kind: str) -> Comment:
@@ -264,6 +357,16 @@ class GitHubForge:
         return data, following
 
 
+def _change_request(data: dict[str, Any]) -> ChangeRequest:
+    return ChangeRequest(
+        number=int(data["number"]),
+        url=str(data.get("html_url", "")),
+        head=str(data["head"]["ref"]),
+        base=str(data["base"]["ref"]),
+        draft=bool(data.get("draft")),
+    )
+
+
 def _summary(repo: str, item: dict[str, Any]) -> TaskSummary:
     kind = Kind.PULL if "pull_request" in item else Kind.ISSUE
     return TaskSummary(
@@ -278,6 +381,12 @@ def _summary(repo: str, item: dict[str, Any]) -> TaskSummary:
 def _translate(exc: Exception, clock: Callable[[], float] = time.time) -> ForgeError:
     if isinstance(exc, GithubException):
         return _translate_status(exc.status, exc.headers or {}, exc.data, clock)
+    if isinstance(exc, requests.exceptions.HTTPError) and exc.response is not None:
+        status = exc.response.status_code
+        if status == 404:
+            return NotFound("GitHub: archive not found", status)
+        if status < 500:
+            return ForgeError(f"GitHub archive download failed ({status})", status)
     if isinstance(exc, requests.exceptions.RequestException):
         return TransientError(f"GitHub request failed: {type(exc).__name__}")
     if isinstance(exc, ForgeError):

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import gitlab
@@ -24,7 +25,10 @@ from bot.forge._util import TTLCache, format_time, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
+    BranchHead,
+    ChangeRequest,
     Comment,
+    FileChange,
     Kind,
     Permission,
     Platform,
@@ -281,6 +285,68 @@ class GitLabForge:
         data = self._call("read_file", partial(files.raw, file_path=path, ref=ref))
         return bytes(data)
 
+    # -- publishing ----------------------------------------------------------------------------
+
+    def resolve_branch(self, repo: str, branch: str) -> BranchHead | None:
+        branches = self._gl.projects.get(repo, lazy=True).branches
+        try:
+            found = self._call("branch", partial(branches.get, branch))
+        except NotFound:
+            return None
+        commit = found.attributes["commit"]
+        return BranchHead(str(commit["id"]), str(commit.get("message") or ""))
+
+    def download_archive(self, repo: str, sha: str, dest: Path) -> None:
+        project = self._gl.projects.get(repo, lazy=True)
+
+        def fetch() -> None:
+            with open(dest, "wb") as handle:
+                project.repository_archive(
+                    sha=sha, format="tar.gz", streamed=True, action=handle.write
+                )
+
+        self._call("archive", fetch)
+
+    def commit_files(
+        self, repo: str, branch: str, parent: str, message: str, changes: Sequence[FileChange]
+    ) -> str:
+        actions = [
+            {"action": "delete", "file_path": c.path}
+            if c.content is None
+            else {
+                "action": "update" if c.existed else "create",
+                "file_path": c.path,
+                "content": c.content,
+            }
+            for c in changes
+        ]
+        payload: dict[str, Any] = {"branch": branch, "commit_message": message, "actions": actions}
+        if self.resolve_branch(repo, branch) is None:
+            payload["start_sha"] = parent
+        commits = self._gl.projects.get(repo, lazy=True).commits
+        created = self._call("commit", partial(commits.create, payload), idempotent=False)
+        return str(created.attributes["id"])
+
+    def find_change_request(self, repo: str, branch: str) -> ChangeRequest | None:
+        mrs = self._gl.projects.get(repo, lazy=True).mergerequests
+        found = self._call(
+            "find_mr", partial(mrs.list, source_branch=branch, state="opened", get_all=True)
+        )
+        return _change_request(dict(found[0].attributes)) if found else None
+
+    def open_change_request(
+        self, repo: str, branch: str, base: str, title: str, body: str
+    ) -> ChangeRequest:
+        mrs = self._gl.projects.get(repo, lazy=True).mergerequests
+        payload = {
+            "source_branch": branch,
+            "target_branch": base,
+            "title": f"Draft: {title}",
+            "description": body,
+        }
+        created = self._call("open_mr", partial(mrs.create, payload), idempotent=False)
+        return _change_request(dict(created.attributes))
+
     # -- internals ----------------------------------------------------------------------------
 
     def _comment(self, repo: str, note: dict[str, Any]) -> Comment:
@@ -300,6 +366,16 @@ class GitLabForge:
             is_system=bool(note.get("system")),
             kind="review" if note.get("type") == "DiffNote" else "conversation",
         )
+
+
+def _change_request(data: dict[str, Any]) -> ChangeRequest:
+    return ChangeRequest(
+        number=int(data["iid"]),
+        url=str(data.get("web_url", "")),
+        head=str(data["source_branch"]),
+        base=str(data["target_branch"]),
+        draft=bool(data.get("draft")),
+    )
 
 
 def _level(access_level: int) -> Permission:

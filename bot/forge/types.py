@@ -131,3 +131,27 @@ class Thread:
     base_ref: str | None = None
     head_repo: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BranchHead:
+    sha: str
+    message: str
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    content: str | None  # None deletes the file
+    existed: bool  # whether the file exists in the parent commit
+
+
+@dataclass(frozen=True)
+class ChangeRequest:
+    """A pull request (GitHub) or merge request (GitLab)."""
+
+    number: int
+    url: str
+    head: str
+    base: str
+    draft: bool

@@ -366,6 +366,8 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
         ) -> Response:
             token = self._token(platform)
             user = server.world.user_by_token(token) if token else None
+            if user is None and path.startswith("/_codeload/"):
+                user = server.world.user("codeload")  # archive links carry their own access
             if user is None:
                 message = "Bad credentials" if platform == "github" else "401 Unauthorized"
                 return Response(401, {"message": message})

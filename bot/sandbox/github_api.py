@@ -5,13 +5,24 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from bot.sandbox.forge_server import HttpError, Request, Response, Route
-from bot.sandbox.world import ROLES, SComment, SRepo, SThread, SUser
+from bot.sandbox.world import (
+    ROLES,
+    SChangeRequest,
+    SComment,
+    SCommit,
+    SRepo,
+    SThread,
+    SUser,
+    tarball,
+    tree_sha,
+)
 
 if TYPE_CHECKING:
     from bot.sandbox.forge_server import ForgeServer
@@ -242,7 +253,7 @@ def pull_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
         "mergeable_state": "clean",
         "merged_by": None,
         "auto_merge": None,
-        "draft": False,
+        "draft": bool(thread.change and thread.change.draft),
         "maintainer_can_modify": False,
         "comments": issue["comments"],
         "review_comments": sum(1 for c in thread.comments if c.review),
@@ -448,7 +459,7 @@ def routes(server: ForgeServer) -> list[Route]:
         repo = repo_of(m)
         ref = req.query.get("ref") or repo.default_branch
         path = unquote(m["path"])
-        files = repo.files.get(ref)
+        files = repo.files(ref)
         if files is None or path not in files:
             raise HttpError(404, "Not Found")
         data = files[path]
@@ -461,7 +472,7 @@ def routes(server: ForgeServer) -> list[Route]:
                 "name": path.rsplit("/", 1)[-1],
                 "path": path,
                 "content": base64.b64encode(data).decode(),
-                "sha": repo.branch_sha(ref)[:40],
+                "sha": hashlib.sha1(data).hexdigest(),
                 "url": url,
                 "git_url": None,
                 "html_url": None,
@@ -469,6 +480,193 @@ def routes(server: ForgeServer) -> list[Route]:
                 "_links": {"self": url, "git": None, "html": None},
             }
         )
+
+    def commit_json(req: Request, repo: SRepo, commit: SCommit) -> dict[str, Any]:
+        url = f"{req.base_url}/repos/{repo.path}/git/commits/{commit.sha}"
+        return {
+            "sha": commit.sha,
+            "node_id": f"C_{commit.sha[:12]}",
+            "url": url,
+            "html_url": f"{req.base_url}/{repo.path}/commit/{commit.sha}",
+            "message": commit.message,
+            "tree": {
+                "sha": commit.tree,
+                "url": f"{req.base_url}/repos/{repo.path}/git/trees/{commit.tree}",
+            },
+            "parents": [
+                {"sha": p, "url": f"{req.base_url}/repos/{repo.path}/git/commits/{p}"}
+                for p in commit.parents
+            ],
+            "author": {
+                "name": commit.author,
+                "email": f"{commit.author}@example.com",
+                "date": _ts(repo.created_at),
+            },
+            "committer": {
+                "name": commit.author,
+                "email": f"{commit.author}@example.com",
+                "date": _ts(repo.created_at),
+            },
+            "verification": {
+                "verified": False,
+                "reason": "unsigned",
+                "signature": None,
+                "payload": None,
+                "verified_at": None,
+            },
+        }
+
+    def ref_json(req: Request, repo: SRepo, branch: str) -> dict[str, Any]:
+        sha = repo.branches[branch]
+        return {
+            "ref": f"refs/heads/{branch}",
+            "node_id": f"REF_{branch}",
+            "url": f"{req.base_url}/repos/{repo.path}/git/refs/heads/{branch}",
+            "object": {
+                "type": "commit",
+                "sha": sha,
+                "url": f"{req.base_url}/repos/{repo.path}/git/commits/{sha}",
+            },
+        }
+
+    def tarball_link(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        commit = repo.resolve(unquote(m["ref"]))
+        if commit is None:
+            raise HttpError(404, "Not Found")
+        location = f"{req.base_url}/_codeload/{repo.path}/legacy.tar.gz/{commit.sha}"
+        return Response(302, None, {"Location": location})
+
+    def codeload(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        commit = repo.resolve(m["sha"])
+        if commit is None:
+            raise HttpError(404, "Not Found")
+        if repo.archive_override is not None:
+            return Response(
+                raw=repo.archive_override, headers={"Content-Type": "application/x-gzip"}
+            )
+        prefix = f"{repo.path.replace('/', '-')}-{commit.sha[:7]}"
+        return Response(
+            raw=tarball(prefix, commit.files), headers={"Content-Type": "application/x-gzip"}
+        )
+
+    def get_ref(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        branch = unquote(m["branch"])
+        if branch not in repo.branches:
+            raise HttpError(404, "Not Found")
+        return Response(body=ref_json(req, repo, branch))
+
+    def get_commit(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        commit = repo.commits.get(m["sha"])
+        if commit is None:
+            raise HttpError(404, "Not Found")
+        return Response(body=commit_json(req, repo, commit))
+
+    def create_tree(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        body = req.body or {}
+        base = repo.trees.get(str(body.get("base_tree"))) if body.get("base_tree") else {}
+        if base is None:
+            raise HttpError(422, "base_tree is not a valid tree")
+        files = dict(base)
+        for entry in body.get("tree") or []:
+            path = entry.get("path")
+            if not isinstance(path, str) or entry.get("type", "blob") != "blob":
+                raise HttpError(422, "Validation Failed")
+            if "content" in entry:
+                files[path] = str(entry["content"]).encode()
+            elif entry.get("sha") is None:
+                files.pop(path, None)
+            else:
+                raise HttpError(422, "blob sha is not supported by the sandbox")
+        sha = tree_sha(files)
+        repo.trees[sha] = files
+        return Response(
+            201,
+            {
+                "sha": sha,
+                "url": f"{req.base_url}/repos/{repo.path}/git/trees/{sha}",
+                "truncated": False,
+                "tree": [],
+            },
+        )
+
+    def create_commit(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        body = req.body or {}
+        files = repo.trees.get(str(body.get("tree")))
+        parents = body.get("parents") or []
+        if files is None or any(p not in repo.commits for p in parents) or not body.get("message"):
+            raise HttpError(422, "Validation Failed")
+        assert req.user is not None
+        commit = repo.commit(files, str(body["message"]), list(parents), req.user.login)
+        return Response(201, commit_json(req, repo, commit))
+
+    def create_ref(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        body = req.body or {}
+        ref, sha = str(body.get("ref", "")), str(body.get("sha", ""))
+        if not ref.startswith("refs/heads/") or sha not in repo.commits:
+            raise HttpError(422, "Validation Failed")
+        branch = ref.removeprefix("refs/heads/")
+        if branch in repo.branches:
+            raise HttpError(422, "Reference already exists")
+        repo.branches[branch] = sha
+        return Response(201, ref_json(req, repo, branch))
+
+    def update_ref(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        branch = unquote(m["branch"])
+        sha = str((req.body or {}).get("sha", ""))
+        if branch not in repo.branches:
+            raise HttpError(422, "Reference does not exist")
+        if sha not in repo.commits:
+            raise HttpError(422, "Object does not exist")
+        if (
+            not (req.body or {}).get("force")
+            and repo.branches[branch] not in repo.commits[sha].parents
+        ):
+            raise HttpError(422, "Update is not a fast forward")
+        repo.branches[branch] = sha
+        for thread in repo.threads.values():
+            if thread.head_ref == branch:
+                thread.head_sha = sha
+        return Response(body=ref_json(req, repo, branch))
+
+    def list_pulls(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        head = req.query.get("head")
+        state = req.query.get("state", "open")
+        items = [
+            pull_json(req.base_url, repo, t)
+            for t in sorted(repo.threads.values(), key=lambda t: -t.number)
+            if t.kind == "pull"
+            and (state == "all" or t.state == state)
+            and (head is None or head == f"{repo.owner.login}:{t.head_ref}")
+        ]
+        return Response(body=items, paginate=True)
+
+    def create_pull(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        body = req.body or {}
+        head, base = str(body.get("head", "")), str(body.get("base", ""))
+        head = head.split(":", 1)[-1]
+        if head not in repo.branches or base not in repo.branches or not body.get("title"):
+            raise HttpError(422, "Validation Failed")
+        if any(
+            t.kind == "pull" and t.state == "open" and t.head_ref == head
+            for t in repo.threads.values()
+        ):
+            raise HttpError(422, f"A pull request already exists for {repo.owner.login}:{head}.")
+        assert req.user is not None
+        change = SChangeRequest(
+            str(body["title"]), str(body.get("body") or ""), head, base, bool(body.get("draft"))
+        )
+        thread = world.open_change_request("github", repo.path, req.user.login, change)
+        return Response(201, pull_json(req.base_url, repo, thread))
 
     issue = REPO + r"/issues/(?P<number>\d+)"
     pull = REPO + r"/pulls/(?P<number>\d+)"
@@ -487,5 +685,19 @@ def routes(server: ForgeServer) -> list[Route]:
         ("PATCH", REPO + r"/pulls/comments/(?P<id>\d+)", lambda r, m: edit_comment(r, m, True)),
         ("GET", REPO + r"/collaborators/(?P<user>[^/]+)/permission", permission),
         ("GET", REPO + r"/contents/(?P<path>.+)", contents),
+        ("GET", REPO + r"/tarball/(?P<ref>.+)", tarball_link),
+        (
+            "GET",
+            r"/_codeload/(?P<owner>[^/]+)/(?P<name>[^/]+)/legacy\.tar\.gz/(?P<sha>[0-9a-f]+)",
+            codeload,
+        ),
+        ("GET", REPO + r"/git/ref/heads/(?P<branch>.+)", get_ref),
+        ("GET", REPO + r"/git/commits/(?P<sha>[0-9a-f]+)", get_commit),
+        ("POST", REPO + r"/git/trees", create_tree),
+        ("POST", REPO + r"/git/commits", create_commit),
+        ("POST", REPO + r"/git/refs", create_ref),
+        ("PATCH", REPO + r"/git/refs/heads/(?P<branch>.+)", update_ref),
+        ("GET", REPO + r"/pulls", list_pulls),
+        ("POST", REPO + r"/pulls", create_pull),
     ]
     return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]

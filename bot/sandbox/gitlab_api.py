@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from bot.sandbox.forge_server import HttpError, Request, Response, Route
-from bot.sandbox.world import ROLES, SComment, SRepo, SThread, SUser
+from bot.sandbox.world import (
+    ROLES,
+    SChangeRequest,
+    SComment,
+    SCommit,
+    SRepo,
+    SThread,
+    SUser,
+    tarball,
+)
 
 if TYPE_CHECKING:
     from bot.sandbox.forge_server import ForgeServer
@@ -67,7 +76,7 @@ def thread_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
                 "sha": thread.head_sha,
                 "source_project_id": repo.id,
                 "target_project_id": repo.id,
-                "draft": False,
+                "draft": bool(thread.change and thread.change.draft),
             }
         )
     return data
@@ -133,6 +142,7 @@ def routes(server: ForgeServer) -> list[Route]:
         state = req.query.get("state", "all")
         labels = [x for x in req.query.get("labels", "").split(",") if x]
         assignee = req.query.get("assignee_username")
+        source = req.query.get("source_branch")
         after = _parse(req.query["updated_after"]) if "updated_after" in req.query else None
         order = req.query.get("order_by", "created_at")
         threads = [t for t in repo.threads.values() if t.kind == kind]
@@ -147,6 +157,8 @@ def routes(server: ForgeServer) -> list[Route]:
             if any(label not in thread.labels for label in labels):
                 continue
             if assignee and assignee not in [a.login for a in thread.assignees]:
+                continue
+            if source and thread.head_ref != source:
                 continue
             if after is not None and thread.updated_at < after:
                 continue
@@ -223,10 +235,99 @@ def routes(server: ForgeServer) -> list[Route]:
         repo = project_of(m)
         ref = req.query.get("ref") or repo.default_branch
         path = unquote(m["path"])
-        files = repo.files.get(ref)
+        files = repo.files(ref)
         if files is None or path not in files:
             raise HttpError(404, "404 File Not Found")
         return Response(raw=files[path], headers={"Content-Type": "text/plain"})
+
+    def archive(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        commit = repo.resolve(req.query.get("sha") or repo.default_branch)
+        if commit is None:
+            raise HttpError(404, "404 Commit Not Found")
+        if repo.archive_override is not None:
+            return Response(
+                raw=repo.archive_override, headers={"Content-Type": "application/x-gzip"}
+            )
+        prefix = f"{repo.path.rsplit('/', 1)[-1]}-{commit.sha}-{commit.sha}"
+        return Response(
+            raw=tarball(prefix, commit.files), headers={"Content-Type": "application/x-gzip"}
+        )
+
+    def branch(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        name = unquote(m["branch"])
+        if name not in repo.branches:
+            raise HttpError(404, "404 Branch Not Found")
+        commit = repo.commits[repo.branches[name]]
+        return Response(
+            body={
+                "name": name,
+                "commit": commit_json(commit),
+                "protected": name == repo.default_branch,
+            }
+        )
+
+    def commit_json(commit: SCommit) -> dict[str, Any]:
+        return {
+            "id": commit.sha,
+            "short_id": commit.sha[:8],
+            "title": commit.message.splitlines()[0] if commit.message else "",
+            "message": commit.message,
+            "parent_ids": commit.parents,
+            "author_name": commit.author,
+        }
+
+    def create_commit(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        body = req.body or {}
+        name = str(body.get("branch", ""))
+        start = body.get("start_sha") or body.get("start_branch")
+        if name in repo.branches:
+            base = repo.branches[name]
+        elif start and repo.resolve(str(start)) is not None:
+            base = repo.resolve(str(start)).sha  # type: ignore[union-attr]
+        else:
+            raise HttpError(400, "You can only create or edit files when you are on a branch")
+        files = dict(repo.commits[base].files)
+        for action in body.get("actions") or []:
+            path, kind = str(action.get("file_path", "")), action.get("action")
+            exists = path in files
+            if (kind == "create" and exists) or (kind in ("update", "delete") and not exists):
+                raise HttpError(
+                    400, f"A file with this name {'already exists' if exists else 'does not exist'}"
+                )
+            if kind == "delete":
+                del files[path]
+            elif kind in ("create", "update"):
+                files[path] = str(action.get("content", "")).encode()
+            else:
+                raise HttpError(400, f"unknown action {kind!r}")
+        assert req.user is not None
+        commit = repo.commit(files, str(body.get("commit_message", "")), [base], req.user.login)
+        repo.branches[name] = commit.sha
+        for thread in repo.threads.values():
+            if thread.head_ref == name:
+                thread.head_sha = commit.sha
+        return Response(201, commit_json(commit))
+
+    def create_mr(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        body = req.body or {}
+        source, target = str(body.get("source_branch", "")), str(body.get("target_branch", ""))
+        if source not in repo.branches or target not in repo.branches or not body.get("title"):
+            raise HttpError(400, "source_branch, target_branch and title are required")
+        if any(
+            t.kind == "mr" and t.state == "open" and t.head_ref == source
+            for t in repo.threads.values()
+        ):
+            raise HttpError(409, "Another open merge request already exists for this source branch")
+        title = str(body["title"])
+        draft = title.lower().startswith(("draft:", "[draft]")) or bool(body.get("draft"))
+        assert req.user is not None
+        change = SChangeRequest(title, str(body.get("description") or ""), source, target, draft)
+        thread = world.open_change_request("gitlab", repo.path, req.user.login, change)
+        return Response(201, thread_json(req.base_url, repo, thread))
 
     thread = PROJECT + r"/(?P<section>issues|merge_requests)/(?P<iid>\d+)"
     table: list[tuple[str, str, Any]] = [
@@ -241,6 +342,10 @@ def routes(server: ForgeServer) -> list[Route]:
         ("PUT", thread + r"/notes/(?P<note>\d+)", update_note),
         ("GET", PROJECT + r"/members/all/(?P<user>\d+)", member),
         ("GET", PROJECT + r"/repository/files/(?P<path>[^/]+)/raw", raw_file),
+        ("GET", PROJECT + r"/repository/archive(?:\.tar\.gz)?", archive),
+        ("GET", PROJECT + r"/repository/branches/(?P<branch>.+)", branch),
+        ("POST", PROJECT + r"/repository/commits", create_commit),
+        ("POST", PROJECT + r"/merge_requests", create_mr),
     ]
     return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]
 

@@ -7,7 +7,9 @@ All access goes through `World.lock` because the HTTP server is threaded.
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
+import tarfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -70,6 +72,38 @@ class SThread:
     head_ref: str = ""
     base_ref: str = "main"
     head_sha: str = ""
+    change: SChangeRequest | None = None  # set when the bot opened it
+
+
+def tree_sha(files: Mapping[str, bytes]) -> str:
+    digest = hashlib.sha1(b"tree")
+    for path, data in sorted(files.items()):
+        digest.update(path.encode() + b"\0" + hashlib.sha1(data).digest())
+    return digest.hexdigest()
+
+
+@dataclass
+class SCommit:
+    sha: str
+    files: dict[str, bytes]
+    message: str
+    parents: list[str]
+    author: str = "alice"
+
+    @property
+    def tree(self) -> str:
+        return tree_sha(self.files)
+
+
+@dataclass
+class SChangeRequest:
+    """A pull request (GitHub) or merge request (GitLab) opened through the API."""
+
+    title: str
+    body: str
+    head: str
+    base: str
+    draft: bool
 
 
 @dataclass
@@ -79,19 +113,49 @@ class SRepo:
     id: int
     owner: SUser
     default_branch: str = "main"
-    files: dict[str, dict[str, bytes]] = field(default_factory=dict)  # branch -> path -> data
+    commits: dict[str, SCommit] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)  # branch -> commit sha
+    trees: dict[str, dict[str, bytes]] = field(default_factory=dict)  # GitHub git data API
     threads: dict[tuple[str, int], SThread] = field(default_factory=dict)
     roles: dict[str, str] = field(default_factory=dict)  # login -> role
     created_at: datetime = field(default_factory=utcnow)
+    archive_override: bytes | None = None  # hostile-archive tests serve crafted tarballs
 
     def thread(self, kind: str, number: int) -> SThread | None:
         return self.threads.get((kind, number))
 
+    def resolve(self, ref: str) -> SCommit | None:
+        return self.commits.get(self.branches.get(ref, ref))
+
+    def files(self, ref: str) -> dict[str, bytes] | None:
+        commit = self.resolve(ref)
+        return commit.files if commit else None
+
     def branch_sha(self, branch: str) -> str:
-        digest = hashlib.sha1(branch.encode())
-        for path, data in sorted(self.files.get(branch, {}).items()):
-            digest.update(path.encode() + b"\0" + data)
-        return digest.hexdigest()
+        return self.branches[branch]
+
+    def commit(
+        self, files: dict[str, bytes], message: str, parents: list[str], author: str
+    ) -> SCommit:
+        seed = f"{tree_sha(files)}|{message}|{','.join(parents)}|{len(self.commits)}"
+        commit = SCommit(
+            hashlib.sha1(seed.encode()).hexdigest(), dict(files), message, parents, author
+        )
+        self.commits[commit.sha] = commit
+        self.trees[commit.tree] = commit.files
+        return commit
+
+
+def tarball(prefix: str, files: Mapping[str, bytes]) -> bytes:
+    """A .tar.gz with every file under `prefix/`, as both forges serve archives."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for path, data in sorted(files.items()):
+            info = tarfile.TarInfo(f"{prefix}/{path}")
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
 
 
 class World:
@@ -134,7 +198,8 @@ class World:
             owner = self.user(path.split("/")[0])
             repo = SRepo(platform, path, self.next_id(), owner, default_branch)
             content = {p: d.encode() if isinstance(d, str) else d for p, d in (files or {}).items()}
-            repo.files[default_branch] = content
+            initial = repo.commit(content, "Initial commit", [], owner.login)
+            repo.branches[default_branch] = initial.sha
             repo.roles = {owner.login: "admin", **(roles or {})}
             for login in repo.roles:
                 self.user(login)
@@ -177,7 +242,7 @@ class World:
                 base_ref=repo.default_branch,
             )
             if kind != "issue":
-                repo.files.setdefault(head_ref, dict(repo.files[repo.default_branch]))
+                repo.branches.setdefault(head_ref, repo.branches[repo.default_branch])
                 thread.head_sha = repo.branch_sha(head_ref)
             repo.threads[(kind, number)] = thread
             return thread
@@ -233,6 +298,39 @@ class World:
             thread = self.thread(platform, path, number, kind)
             thread.state = state
             thread.updated_at = self.clock()
+
+    def push(
+        self, platform: str, path: str, branch: str, files: Mapping[str, bytes | str], message: str
+    ) -> str:
+        """A person pushes a commit changing `files` on `branch` (created from the default)."""
+        with self.lock:
+            repo = self.repo(platform, path)
+            base = repo.branches.get(branch) or repo.branches[repo.default_branch]
+            content = dict(repo.commits[base].files)
+            content.update({p: d.encode() if isinstance(d, str) else d for p, d in files.items()})
+            commit = repo.commit(content, message, [base], "alice")
+            repo.branches[branch] = commit.sha
+            return commit.sha
+
+    def open_change_request(
+        self, platform: str, path: str, author: str, change: SChangeRequest
+    ) -> SThread:
+        with self.lock:
+            repo = self.repo(platform, path)
+            kind = "pull" if platform == "github" else "mr"
+            thread = self.add_thread(
+                platform,
+                path,
+                kind=kind,
+                title=change.title,
+                body=change.body,
+                author=author,
+                head_ref=change.head,
+            )
+            thread.base_ref = change.base
+            thread.change = change
+            thread.head_sha = repo.branches[change.head]
+            return thread
 
     def thread(self, platform: str, path: str, number: int, kind: str | None = None) -> SThread:
         with self.lock:
