@@ -116,6 +116,16 @@ class LLMSettings(_Frozen):
         return self
 
 
+class AgentSettings(_Frozen):
+    # On a pull/merge request task, commit to that request's own branch (same repository
+    # only); otherwise changes go to a new branch and a new draft request.
+    push_to_existing_branches: bool = False
+    tool_result_tokens: int = Field(default=2000, ge=200)  # cap on one tool result
+    branch_prefix: str = Field(default="bot/", pattern=r"^[A-Za-z0-9._/-]*$")
+    snapshot_max_files: int = Field(default=50_000, ge=100)
+    snapshot_max_bytes: int = Field(default=512 * 1024 * 1024, ge=1024 * 1024)
+
+
 class AccessSettings(_Frozen):
     # Empty means: anyone with write access to the repository may instruct the bot.
     allowed_users: tuple[str, ...] = ()
@@ -137,6 +147,7 @@ class Settings(_Frozen):
     labels: LabelSettings = LabelSettings()
     llm: LLMSettings = LLMSettings()
     access: AccessSettings = AccessSettings()
+    agent: AgentSettings = AgentSettings()
 
     @model_validator(mode="after")
     def _some_source(self) -> Settings:

@@ -55,6 +55,9 @@ class Poster:
         self.state.posted[str(pending.seq)] = comment_id
         if pending.call_id is not None:
             self.state.tool_journal[pending.call_id] = posted_result(comment_id)
+        if pending.purpose == "progress":  # the one comment update_plan edits from now on
+            self.state.progress_comment_id = comment_id
+            self.state.progress_seq = pending.seq
         self.state.pending_post = None
         self.store.save(self.state)
         return comment_id

@@ -59,6 +59,11 @@ class PendingPost(BaseModel):
     created_at: str = Field(default_factory=lambda: now_iso())
 
 
+class PlanItem(BaseModel):
+    text: str
+    done: bool = False
+
+
 class Usage(BaseModel):
     calls: int = 0
     prompt_tokens: int = 0
@@ -90,6 +95,17 @@ class TaskState(BaseModel):
     reason: str | None = None
     final_answer: str | None = None
     labels_applied: str | None = None  # the status the labels last reflected
+    # The work: pinned commit, changeset (path -> text, None = deleted), plan, publication.
+    base_sha: str | None = None
+    base_branch: str | None = None
+    changes: dict[str, str | None] = Field(default_factory=dict)
+    plan: list[PlanItem] = Field(default_factory=list)
+    progress_comment_id: str | None = None
+    progress_seq: int | None = None
+    branch: str | None = None
+    commit_sha: str | None = None
+    change_request_url: str | None = None
+    previous_summary: str | None = None
     created_at: str = Field(default_factory=now_iso)
     updated_at: str = Field(default_factory=now_iso)
 

@@ -32,6 +32,7 @@ def test_labelled_issue_runs_to_done_with_one_final_comment(rig: Rig) -> None:
 
 
 def test_250_comments_exactly_the_human_ones_reach_the_conversation(rig: Rig) -> None:
+    rig.llm_options = ", context_window: 32768"  # room for all of them in the opening context
     rig.forge.world.clock = StepClock()  # type: ignore[method-assign]
     thread = rig.issue()
     humans: list[str] = []

@@ -19,9 +19,24 @@ from typing import NoReturn
 
 import structlog
 
-from bot.agent.tools import Toolbox, ToolResult, finish_tool, post_comment_tool
+from bot.agent.history import compact, needs_compaction, visible
+from bot.agent.plan_tool import plan_tool
+from bot.agent.publish import publish
+from bot.agent.repo_tools import repo_tools
+from bot.agent.snapshot import Limits, snapshot
+from bot.agent.tools import (
+    Toolbox,
+    ToolResult,
+    finish_tool,
+    post_comment_tool,
+    read_comments_tool,
+)
+from bot.agent.workspace import Workspace
 from bot.comments import CommentDetectionManager, Identity, NewComment, Trust
 from bot.config import Settings
+from bot.context.budget import truncate
+from bot.context.engine import agent_rules, initial_context
+from bot.context.render import NumberedComment, comment_line
 from bot.context.tokens import TokenCounter
 from bot.context.window import WindowTooSmall, fit
 from bot.controls import Decision, decide, split_commands
@@ -108,7 +123,55 @@ class _Run:
             self.forge, key, deps.identity, trust, self.conversation
         )
         self.poster = Poster(self.forge, key, deps.identity.login, self.store, self.state)
-        self.toolbox = Toolbox([finish_tool(), post_comment_tool(self._post_note)])
+        self.thread: Thread | None = None
+        self._workspace: Workspace | None = None
+        self.toolbox = self._tools()
+
+    def _tools(self) -> Toolbox:
+        tools = [
+            finish_tool(),
+            post_comment_tool(self._post_note),
+            read_comments_tool(self._read_comments),
+        ]
+        tools.append(plan_tool(self.forge, self.key, self.poster, lambda: self.state))
+        if self._workspace is not None:
+            budget = self.settings.agent.tool_result_tokens
+            tools += repo_tools(self._workspace, self.deps.counter, budget)
+        return Toolbox(tools)
+
+    def workspace(self) -> Workspace:
+        """The pinned snapshot (cached by SHA) with this task's changeset on top."""
+        if self._workspace is None:
+            assert self.state.base_sha is not None
+            agent = self.settings.agent
+            limits = Limits(
+                max_files=agent.snapshot_max_files, max_total_bytes=agent.snapshot_max_bytes
+            )
+            root = snapshot(
+                self.forge,
+                self.key.repo,
+                self.state.base_sha,
+                self.settings.state_dir / "cache",
+                limits,
+            )
+            self._workspace = Workspace(root, self.state.changes)
+            self.toolbox = self._tools()
+        return self._workspace
+
+    def _read_comments(self, numbers: list[int]) -> str:
+        entries = self.conversation.entries()
+        legend: dict[str, str] = entries[1].get("legend", {}) if len(entries) > 1 else {}
+        wanted = {legend[str(n)]: n for n in numbers if str(n) in legend}
+        unknown = [n for n in numbers if str(n) not in legend]
+        comments = [c for c in self.forge.list_comments(self.key) if c.id in wanted]
+        parts = [
+            comment_line(NumberedComment(wanted[c.id], c, self.detector.trust.trusted(c)), c.body)
+            for c in sorted(comments, key=lambda c: wanted[c.id])
+        ]
+        if unknown:
+            parts.append(f"(no comment numbered {', '.join(map(str, unknown))})")
+        text = "\n".join(parts) or "no such comments"
+        return truncate(text, self.settings.agent.tool_result_tokens, self.deps.counter)
 
     def _post_note(self, body: str, call_id: str) -> str:
         self.poster.post("note", body, call_id)
@@ -122,11 +185,22 @@ class _Run:
             self._adopt(loaded)
             self.detector.restore_state({"seen": loaded.seen, "since": loaded.comments_since})
         elif loaded is not None:
+            # Handed back after it finished: a new run that continues the previous one's work.
             self.store.archive_run(self.key, loaded.run)
-            self._adopt(TaskState(key=str(self.key), run=loaded.run + 1, next_seq=loaded.next_seq))
+            self._adopt(
+                TaskState(
+                    key=str(self.key),
+                    run=loaded.run + 1,
+                    next_seq=loaded.next_seq,
+                    branch=loaded.branch,
+                    change_request_url=loaded.change_request_url,
+                    previous_summary=loaded.final_answer or loaded.reason,
+                )
+            )
         if self.state.pending_post is not None:
             self.poster.deliver(look_up=True)  # a post the previous process may have made
         thread = self.forge.get_thread(self.key)
+        self.thread = thread
         self.labels = thread.labels
         if self.state.status.terminal:
             self._sync_labels()
@@ -136,6 +210,7 @@ class _Run:
                 self._initialize(thread)
             elif self.state.labels_applied != self.state.status:
                 self._sync_labels()
+            self.workspace()
             return self._loop()
         except _Halt as halt:
             return halt.outcome
@@ -143,6 +218,7 @@ class _Run:
     def _adopt(self, state: TaskState) -> None:
         self.state = state
         self.poster.state = state
+        self._workspace = None
 
     def _save(self) -> None:
         detector = self.detector.get_state()
@@ -155,19 +231,48 @@ class _Run:
         self.state.labels_applied = self.state.status
         self.store.save(self.state)
 
+    def _pin(self, thread: Thread) -> None:
+        """The commit the task works from, and the branch its request will target."""
+        repo = self.key.repo
+        continuing = self.state.branch and self.forge.resolve_branch(repo, self.state.branch)
+        if continuing:
+            self.state.base_sha = continuing.sha  # handed back: continue on the same branch
+        elif self.key.is_change_request and thread.head_sha:
+            self.state.base_sha = thread.head_sha
+        else:
+            head = self.forge.resolve_branch(repo, self.forge.default_branch(repo))
+            if head is None:
+                raise ForgeError(f"{repo}: the default branch has no commit")
+            self.state.base_sha = head.sha
+        if self.key.is_change_request and thread.head_repo == repo and thread.head_ref:
+            self.state.base_branch = thread.head_ref  # follow-ups go into the request's branch
+        else:
+            self.state.base_branch = thread.base_ref or self.forge.default_branch(repo)
+        self._save()
+
     def _initialize(self, thread: Thread) -> None:
+        self._pin(thread)
         existing = self.detector.initialize()
         talk, _old_commands = split_commands(existing)
-        system = load_prompt("system.md").format(
-            bot_login=self.deps.identity.login, task_ref=str(self.key), repo=self.key.repo
+        workspace = self.workspace()
+        system = self._system_prompt(workspace)
+        opening = initial_context(
+            thread,
+            self.detector.deliverable(talk),
+            workspace,
+            self.deps.counter,
+            self._budget() // 2,
+            previous=self.state.previous_summary,
         )
+        log.info("context_plan", **opening.plan.log_fields())
         self.conversation.append({"role": "system", "content": system, "kind": "system"})
         self.conversation.append(
             {
                 "role": "user",
-                "content": render_thread(thread, self.detector.deliverable(talk), self.detector),
+                "content": opening.text,
                 "kind": "initial",
                 "comments": [{"id": c.comment.id, "updated_at": _ts(c)} for c in existing],
+                "legend": {str(n): cid for n, cid in opening.legend.items()},
             }
         )
         self.detector.mark_seen(existing)
@@ -296,27 +401,45 @@ class _Run:
             used = self.state.usage.total
             self._fail(f"reached the token limit ({used} tokens, `llm.max_tokens_per_task`)")
 
-    def _messages(self) -> list[Message]:
-        allowed = ("system", "user", "assistant", "tool")
-        messages: list[Message] = []
-        for entry in self.conversation.entries():
-            if entry.get("role") not in allowed or (
-                entry.get("content") is None and not entry.get("tool_calls")
-            ):
-                continue
-            message: Message = {"role": entry["role"], "content": entry.get("content")}
-            for field in ("tool_calls", "tool_call_id"):
-                if field in entry:
-                    message[field] = entry[field]
-            messages.append(message)
+    def _budget(self) -> int:
+        """Tokens a request may use: the window minus the room kept for the answer."""
+        return self.settings.llm.context_window - self.settings.llm.reserve_output_tokens
+
+    def _system_prompt(self, workspace: Workspace) -> str:
+        rules = agent_rules(workspace, self.deps.counter, self._budget() // 8)
+        return load_prompt("system.md").format(
+            bot_login=self.deps.identity.login,
+            task_ref=str(self.key),
+            repo=self.key.repo,
+            repo_rules=rules or "(none)",
+        )
+
+    def _messages(self, tools_tokens: int) -> list[Message]:
+        counter, limit = self.deps.counter, self._budget() - tools_tokens
+        entries = self.conversation.entries()
+        messages = [m for _, m in visible(entries)]
+        if needs_compaction(messages, limit, counter):
+            try:
+                summary = compact(entries, limit, counter, self.deps.llm)
+            except LLMError as exc:
+                log.warning("history_compaction_failed", error=str(exc))
+                summary = None
+            if summary is not None:
+                self.conversation.append(summary)
+                used = summary.pop("usage")
+                self.state.usage.prompt_tokens += used["prompt_tokens"]
+                self.state.usage.completion_tokens += used["completion_tokens"]
+                self._save()
+                messages = [m for _, m in visible(self.conversation.entries())]
         return messages
 
     def _call_model(self) -> LLMReply:
         specs = self.toolbox.specs()
         tools_tokens = self.deps.counter.tools([s.openai() for s in specs])
         try:
-            limit = self.settings.llm.context_window - self.settings.llm.reserve_output_tokens
-            fitted = fit(self._messages(), limit, self.deps.counter, tools_tokens)
+            # The window is a hard limit: whatever compaction left, `fit` enforces it.
+            messages = self._messages(tools_tokens)
+            fitted = fit(messages, self._budget(), self.deps.counter, tools_tokens)
         except WindowTooSmall as exc:
             self._fail(str(exc))
         try:
@@ -405,7 +528,24 @@ class _Run:
 
     def _finish(self, answer: str) -> Outcome:
         self.state.final_answer = answer
-        self._end(Status.DONE, answer)
+        assert self.thread is not None
+        published = publish(
+            self.forge,
+            self.thread,
+            self.state,
+            self.workspace(),
+            self.settings.agent,
+            self._save,
+            answer,
+        )
+        comment = answer
+        if published is not None and published.request_url:
+            comment += (
+                f"\n\nDraft change request: {published.request_url} (branch `{published.branch}`)."
+            )
+        elif published is not None:
+            comment += f"\n\nPushed commit {published.commit[:12]} to `{published.branch}`."
+        self._end(Status.DONE, comment)
         return Outcome.DONE
 
     def _fail(self, reason: str) -> NoReturn:
@@ -425,22 +565,3 @@ class _Run:
 
 def _ts(item: NewComment) -> str:
     return format_time(item.comment.updated_at)
-
-
-def render_thread(
-    thread: Thread, comments: list[NewComment], detector: CommentDetectionManager
-) -> str:
-    """The opening task message. (Budgeting is the window's job; see bot/context.)"""
-    kind = {"issue": "Issue", "pull": "Pull request", "merge_request": "Merge request"}[
-        thread.key.kind.value
-    ]
-    labels = ", ".join(sorted(thread.labels)) or "none"
-    parts = [
-        f"# {kind} {thread.key}: {thread.title}",
-        f"State: {thread.state}. Author: @{thread.author}. Labels: {labels}.",
-        "",
-        thread.body.strip() or "(no description)",
-    ]
-    if comments:
-        parts += ["", "## Comments so far", detector.format_comment_message(comments)]
-    return "\n".join(parts)

@@ -98,3 +98,18 @@ def post_comment_tool(post: Callable[[str, str], str]) -> Tool:
     return Tool(
         "post_comment", "Post a note in the thread (not the final answer).", PostCommentArgs, run
     )
+
+
+class ReadCommentsArgs(Args):
+    numbers: list[int] = Field(
+        min_length=1, max_length=50, description="comment numbers, e.g. [3, 4]"
+    )
+
+
+def read_comments_tool(read: Callable[[list[int]], str]) -> Tool:
+    return Tool(
+        "read_comments",
+        "Read thread comments by their numbers (for comments the opening context left out).",
+        ReadCommentsArgs,
+        lambda args, _call: ToolResult(read(args.numbers)),
+    )

@@ -230,7 +230,7 @@ class GitHubForge:
         return BranchHead(sha, commit.get("message", ""))
 
     def download_archive(self, repo: str, sha: str, dest: Path) -> None:
-        remote = self._gh.get_repo(repo, lazy=True)
+        remote = self._gh.get_repo(repo)  # lazy: the client is built with lazy=True
         link = self._policy.call(
             "archive_link", partial(remote.get_archive_link, "tarball", sha), self._translate
         )

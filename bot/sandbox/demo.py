@@ -12,7 +12,7 @@ from bot.daemon import Daemon
 from bot.forge.factory import build_sources
 from bot.llm.factory import build_llm
 from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer
+from bot.sandbox.llm_server import LLMServer, demo_policy
 from bot.sandbox.world import SThread
 
 DEMO_TOKEN = "sandbox-token-not-a-secret"
@@ -67,7 +67,7 @@ def show(thread: SThread, platform: str) -> None:
 
 def run_demo(state_dir: Path, llm_url: str | None = None) -> int:
     logging_setup.configure("warning")
-    with ForgeServer() as forge, LLMServer() as model:
+    with ForgeServer() as forge, LLMServer(demo_policy()) as model:
         threads = seed(forge)
         settings = parse_settings(sandbox_config(forge.url, llm_url or model.url, state_dir), {})
         print(f"sandbox forge at {forge.url}, model at {llm_url or model.url}", file=sys.stderr)

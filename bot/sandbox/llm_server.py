@@ -61,6 +61,37 @@ def stepping_policy(steps: int = 2, note: str = "Progress note", delay: float = 
     return policy
 
 
+def demo_policy() -> Policy:
+    """The sandbox's model: plans, reads the file the issue names, edits it, finishes."""
+    script: list[tuple[str, dict[str, Any]]] = [
+        (
+            "update_plan",
+            {"items": [{"text": "Read demo/greet.py"}, {"text": "Add the exclamation mark"}]},
+        ),
+        ("read_file", {"path": "demo/greet.py"}),
+        (
+            "edit_file",
+            {"path": "demo/greet.py", "old": '"Hello " + name', "new": '"Hello " + name + "!"'},
+        ),
+        (
+            "update_plan",
+            {
+                "items": [
+                    {"text": "Read demo/greet.py", "done": True},
+                    {"text": "Add the exclamation mark", "done": True},
+                ]
+            },
+        ),
+        ("finish", {"summary": "greet() now ends with an exclamation mark (demo/greet.py)."}),
+    ]
+
+    def policy(request: dict[str, Any]) -> Reply:
+        step = min(count_tool_results(request), len(script) - 1)
+        return {"tool_calls": [script[step]]}
+
+    return policy
+
+
 class LLMServer:
     def __init__(self, policy: Policy | None = None, *, host: str = "127.0.0.1", port: int = 0):
         self.policy = policy or stepping_policy()

@@ -1,0 +1,158 @@
+"""The repository as the agent sees it: the pinned snapshot with the task's changeset on top.
+
+The changeset lives in the task state (path -> new text, or None for a deleted file), so it
+survives pause and restart and is written atomically with every other step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from bot.agent.snapshot import COMPLETE, SKIPPED
+
+MAX_WRITE_BYTES = 1024 * 1024
+MAX_CHANGESET_BYTES = 8 * 1024 * 1024
+HIDDEN = {COMPLETE, SKIPPED}
+
+
+class WorkspaceError(Exception):
+    """A bad path or an impossible edit; its text is shown to the model as the tool result."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str
+    size: int
+    is_dir: bool
+
+
+class Workspace:
+    def __init__(self, root: Path, changes: dict[str, str | None]) -> None:
+        self.root = root
+        self.changes = changes  # shared with the task state: edits here are saved with it
+
+    # -- paths --------------------------------------------------------------------------------
+
+    def normalize(self, path: str) -> str:
+        text = path.strip().replace("\\", "/")
+        if "\x00" in text:
+            raise WorkspaceError("error: path contains a NUL byte")
+        while text.startswith("./"):
+            text = text[2:]
+        pure = PurePosixPath(text)
+        if pure.is_absolute():
+            raise WorkspaceError(
+                f"error: {path!r} is absolute; use a path relative to the repository root"
+            )
+        if ".." in pure.parts:
+            raise WorkspaceError(f"error: {path!r} leaves the repository ('..' is not allowed)")
+        normal = str(pure)
+        if normal in ("", "."):
+            return ""
+        if normal.split("/")[0] in (".git",) or normal in HIDDEN:
+            raise WorkspaceError(f"error: {path!r} is not part of the repository")
+        return normal
+
+    def _disk(self, rel: str) -> Path:
+        target = self.root.joinpath(*PurePosixPath(rel).parts) if rel else self.root
+        if not target.resolve().is_relative_to(self.root.resolve()):
+            raise WorkspaceError(f"error: {rel!r} leaves the repository")
+        return target
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(self, path: str) -> bytes:
+        rel = self.normalize(path)
+        if rel in self.changes:
+            content = self.changes[rel]
+            if content is None:
+                raise WorkspaceError(f"error: {rel} was deleted in this task")
+            return content.encode("utf-8")
+        disk = self._disk(rel)
+        if not disk.is_file():
+            hint = " (it is a directory; use list_files)" if disk.is_dir() else ""
+            raise WorkspaceError(f"error: no file {rel!r}{hint}")
+        return disk.read_bytes()
+
+    def exists_in_snapshot(self, rel: str) -> bool:
+        return self._disk(rel).is_file()
+
+    def files(self) -> Iterator[Entry]:
+        """Every file, snapshot and changeset merged, in path order."""
+        seen: set[str] = set()
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = sorted(d for d in dirnames if d != ".git")
+            base = Path(dirpath).relative_to(self.root)
+            for name in sorted(filenames):
+                rel = str(PurePosixPath(*base.parts, name))
+                if rel in HIDDEN:
+                    continue
+                seen.add(rel)
+                if rel in self.changes:
+                    content = self.changes[rel]
+                    if content is not None:
+                        yield Entry(rel, len(content.encode()), False)
+                    continue
+                yield Entry(rel, (Path(dirpath) / name).stat().st_size, False)
+        for rel, content in sorted(self.changes.items()):
+            if rel not in seen and content is not None:
+                yield Entry(rel, len(content.encode()), False)
+
+    def skipped(self) -> list[str]:
+        path = self.root / SKIPPED
+        return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def write(self, path: str, content: str) -> str:
+        rel = self.normalize(path)
+        if not rel:
+            raise WorkspaceError("error: a file path is required")
+        size = len(content.encode("utf-8"))
+        if size > MAX_WRITE_BYTES:
+            raise WorkspaceError(
+                f"error: {size} bytes is over the {MAX_WRITE_BYTES}-byte limit per file"
+            )
+        if self._disk(rel).is_dir():
+            raise WorkspaceError(f"error: {rel!r} is a directory")
+        total = sum(len(c.encode()) for p, c in self.changes.items() if c is not None and p != rel)
+        if total + size > MAX_CHANGESET_BYTES:
+            raise WorkspaceError(
+                "error: the changeset is over its size limit; finish or write less"
+            )
+        self.changes[rel] = content
+        return rel
+
+    def edit(self, path: str, old: str, new: str) -> str:
+        rel = self.normalize(path)
+        text = self.text(rel)
+        count = text.count(old)
+        if count == 0:
+            raise WorkspaceError(
+                f"error: the text to replace was not found in {rel}; read the file again"
+            )
+        if count > 1:
+            raise WorkspaceError(
+                f"error: the text to replace occurs {count} times in {rel}; include more context"
+            )
+        return self.write(rel, text.replace(old, new, 1))
+
+    def text(self, path: str) -> str:
+        data = self.read(path)
+        if is_binary(data):
+            raise WorkspaceError(f"error: {path} is a binary file")
+        return data.decode("utf-8", errors="replace")
+
+
+def is_binary(data: bytes) -> bool:
+    head = data[:8192]
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(head) - 4  # a cut multi-byte char at the end is not binary
+    return False

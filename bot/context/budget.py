@@ -1,0 +1,139 @@
+"""Budget primitives: truncate to a token count, allocate a total over sections, shorten lists.
+
+All counts are exact (`TokenCounter`); every function here guarantees its result fits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from bot.context.tokens import TokenCounter
+
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
+def fence_for(text: str) -> str:
+    """A backtick fence longer than any backtick run inside `text`, so it cannot be closed early."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _open_fence(lines: Sequence[str]) -> str | None:
+    """The fence still open at the end of `lines`, if any."""
+    open_fence: str | None = None
+    for line in lines:
+        match = _FENCE.match(line)
+        if not match:
+            continue
+        mark = match.group(1)
+        if open_fence is None:
+            open_fence = mark
+        elif (
+            mark[0] == open_fence[0]
+            and len(mark) >= len(open_fence)
+            and not line.strip()[len(mark) :]
+        ):
+            open_fence = None
+    return open_fence
+
+
+def truncate(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """Cut `text` to at most `max_tokens`, on a line boundary where it can.
+
+    Appends `... (truncated: N more lines)` and closes a code fence the cut left open.
+    """
+    if counter.count(text) <= max_tokens:
+        return text
+    lines = text.split("\n")
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        cost = counter.count(line + "\n")
+        if used + cost > max_tokens:
+            break
+        kept.append(line)
+        used += cost
+    while True:
+        result = _finish_cut(kept, len(lines) - len(kept), max_tokens, counter, lines)
+        if result is not None:
+            return result
+        if not kept:
+            return ""
+        kept.pop()
+
+
+def _finish_cut(
+    kept: list[str], dropped: int, max_tokens: int, counter: TokenCounter, lines: list[str]
+) -> str | None:
+    partial = ""
+    if not kept and lines:
+        # Not even one whole line fits: cut inside the first line rather than return nothing.
+        partial = _cut_line(lines[0], max_tokens // 2, counter)
+        dropped = len(lines) - 1
+    body = kept + ([partial] if partial else [])
+    fence = _open_fence(body)
+    tail = ([fence] if fence else []) + [f"... (truncated: {dropped} more lines)"]
+    result = "\n".join(body + tail)
+    return result if counter.count(result) <= max_tokens else None
+
+
+def _cut_line(line: str, max_tokens: int, counter: TokenCounter) -> str:
+    if max_tokens <= 0:
+        return ""
+    text = counter.decode(counter.encode(line)[:max_tokens]).rstrip("\ufffd")
+    while text and counter.count(text) > max_tokens:
+        text = text[:-1]
+    return text
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    wanted: int  # tokens the section would use in full
+    share: float  # fraction of the total it may claim
+    floor: int = 0  # guaranteed minimum (may exceed the share)
+
+
+def allocate(total: int, sections: Sequence[Section]) -> dict[str, int]:
+    """Split `total` tokens: floors first, then shares, then what is left to the hungry ones.
+
+    A floor can exceed a share; the sum is still capped at `total`, enforced last by cutting
+    the largest grants first.
+    """
+    grant = {s.name: min(s.wanted, s.floor) for s in sections}
+    for s in sections:
+        grant[s.name] = max(grant[s.name], min(s.wanted, int(total * s.share)))
+    left = total - sum(grant.values())
+    hungry = [s for s in sections if grant[s.name] < s.wanted]
+    while left > 0 and hungry:
+        each = max(1, left // len(hungry))
+        for s in list(hungry):
+            extra = min(each, s.wanted - grant[s.name], left)
+            grant[s.name] += extra
+            left -= extra
+            if grant[s.name] >= s.wanted:
+                hungry.remove(s)
+            if left <= 0:
+                break
+    overflow = sum(grant.values()) - total
+    for name in sorted(grant, key=lambda n: grant[n], reverse=True):
+        if overflow <= 0:
+            break
+        cut = min(overflow, grant[name])
+        grant[name] -= cut
+        overflow -= cut
+    return grant
+
+
+def dedupe(items: Iterable[str]) -> list[str]:
+    """Identical entries once, first occurrence kept."""
+    return list(dict.fromkeys(items))
+
+
+def shorten_list(items: Sequence[str], keep: int) -> str:
+    """`a, b, c, ... (+N more)`."""
+    if len(items) <= keep:
+        return ", ".join(items)
+    return f"{', '.join(items[:keep])}, ... (+{len(items) - keep} more)"

@@ -1,0 +1,245 @@
+"""The agent's opening context: thread + repository, planned, rendered, within budget.
+
+No other code trims text for the model: tools use `budget.truncate`, the history uses
+`window.fit`, and everything else comes from here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.agent.workspace import Workspace, WorkspaceError, is_binary
+from bot.comments import NewComment
+from bot.context.budget import truncate
+from bot.context.plan import Candidate, ContextPlan, Grain, Reason, plan
+from bot.context.render import (
+    NumberedComment,
+    comment_line,
+    first_sentence,
+    legend,
+    markdown_outline,
+    named_identifiers,
+    named_paths,
+    outline,
+    snippet,
+    thread_header,
+    tree,
+)
+from bot.context.tokens import TokenCounter
+from bot.forge.types import Thread
+
+RULE_FILES = ("AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md")
+README_NAMES = ("README.md", "README.rst", "README.txt", "README")
+MAX_FILE_READ = 256 * 1024
+MAX_SEARCH_FILES = 2000
+SEARCH_HITS = 5
+
+
+@dataclass(frozen=True)
+class OpeningContext:
+    text: str
+    plan: ContextPlan
+    legend: dict[int, str]  # comment number -> comment id
+
+
+def agent_rules(workspace: Workspace, counter: TokenCounter, budget: int) -> str:
+    """The repository's own instructions for agents, budgeted, for the system prompt."""
+    parts = []
+    for name in RULE_FILES:
+        try:
+            text = workspace.text(name)
+        except WorkspaceError:
+            continue
+        parts.append(f"From `{name}`:\n{text.strip()}")
+    return truncate("\n\n".join(parts), budget, counter) if parts else ""
+
+
+def initial_context(
+    thread: Thread,
+    comments: Sequence[NewComment],
+    workspace: Workspace | None,
+    counter: TokenCounter,
+    budget: int,
+    previous: str | None = None,
+) -> OpeningContext:
+    numbered = [NumberedComment(n, c.comment, c.trusted) for n, c in enumerate(comments, start=1)]
+    candidates = _thread_candidates(thread, numbered, previous)
+    people_text = "\n".join(
+        [thread.title, thread.body, *(c.comment.body for c in comments if c.trusted)]
+    )
+    if workspace is not None:
+        candidates += _repository_candidates(workspace, people_text)
+    footer_reserve = 64 + 8 * len(candidates)  # headings, legend and the "left out" list
+    chosen = plan(candidates, max(budget - footer_reserve, 0), counter)
+    text = _render(chosen, numbered)
+    # The plan keeps the sum under budget; separators are counted here, and the cap is hard.
+    text = truncate(text, budget, counter)
+    return OpeningContext(text, chosen, {i.number: i.comment.id for i in numbered})
+
+
+def _thread_candidates(
+    thread: Thread, numbered: Sequence[NumberedComment], previous: str | None
+) -> list[Candidate]:
+    body = thread.body.strip() or "(no description)"
+    out = [
+        Candidate(
+            "issue body",
+            "thread",
+            f"{thread_header(thread)}\n\n{body}",
+            f"{thread_header(thread)}\n\n{first_sentence(body)}",
+            Reason.EXPLICIT,
+            rank=0,
+            required=True,
+        )
+    ]
+    if previous:
+        out.append(
+            Candidate(
+                "previous run",
+                "thread",
+                f"## Previous run's summary\n{previous}",
+                first_sentence(previous),
+                Reason.LINKED,
+                rank=1,
+            )
+        )
+    newest_first = sorted(numbered, key=lambda i: i.number, reverse=True)
+    for position, item in enumerate(newest_first):
+        body_text = item.comment.body
+        out.append(
+            Candidate(
+                f"comment ({item.number})",
+                "thread",
+                comment_line(item, body_text),
+                comment_line(item, first_sentence(body_text)),
+                Reason.RECENT if position < 3 else Reason.EXPLICIT,
+                rank=10 + position,
+            )
+        )
+    return out
+
+
+def _repository_candidates(workspace: Workspace, people_text: str) -> list[Candidate]:
+    entries = list(workspace.files())
+    paths = [e.path for e in entries]
+    known = set(paths)
+    out = [
+        Candidate(
+            "directory tree",
+            "repository",
+            "## Repository tree\n" + tree(paths, depth=3),
+            "## Repository tree\n" + tree(paths, depth=1),
+            Reason.REPOSITORY,
+            rank=150,
+            prefer_summary=len(paths) > 200,
+        )
+    ]
+    readme = next((name for name in README_NAMES if name in known), None)
+    if readme is not None:
+        text = _read(workspace, readme)
+        if text is not None:
+            out.append(
+                Candidate(
+                    f"file {readme}",
+                    "repository",
+                    snippet("README", readme, text),
+                    f"README `{readme}` outline:\n{markdown_outline(text)}",
+                    Reason.REPOSITORY,
+                    rank=160,
+                    prefer_summary=True,
+                )
+            )
+    explicit = named_paths(people_text, known)
+    for n, path in enumerate(explicit):
+        text = _read(workspace, path)
+        if text is not None:
+            out.append(
+                _file_candidate(path, text, Reason.EXPLICIT, rank=100 + n, prefer_summary=False)
+            )
+    for n, path in enumerate(_search_hits(workspace, entries, people_text, exclude=set(explicit))):
+        text = _read(workspace, path)
+        if text is not None:
+            out.append(
+                _file_candidate(path, text, Reason.SEARCH_HIT, rank=200 + n, prefer_summary=True)
+            )
+    return out
+
+
+def _file_candidate(
+    path: str, text: str, reason: Reason, rank: int, prefer_summary: bool
+) -> Candidate:
+    return Candidate(
+        f"file {path}",
+        "repository",
+        snippet("File", path, text),
+        f"File `{path}` outline:\n{outline(path, text)}",
+        reason,
+        rank=rank,
+        prefer_summary=prefer_summary,
+    )
+
+
+def _search_hits(
+    workspace: Workspace, entries: Sequence[object], text: str, exclude: set[str]
+) -> list[str]:
+    identifiers = named_identifiers(text)[:10]
+    if not identifiers:
+        return []
+    pattern = re.compile(r"\b(" + "|".join(re.escape(i) for i in identifiers) + r")\b")
+    scored: list[tuple[int, str]] = []
+    for entry in list(entries)[:MAX_SEARCH_FILES]:
+        path = getattr(entry, "path", "")
+        if path in exclude or getattr(entry, "size", 0) > MAX_FILE_READ:
+            continue
+        content = _read(workspace, path)
+        if content is None:
+            continue
+        hits = len(pattern.findall(content))
+        if hits:
+            scored.append((-hits, path))
+    return [path for _, path in sorted(scored)[:SEARCH_HITS]]
+
+
+def _read(workspace: Workspace, path: str) -> str | None:
+    try:
+        data = workspace.read(path)
+    except WorkspaceError:
+        return None
+    if len(data) > MAX_FILE_READ or is_binary(data):
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def _render(chosen: ContextPlan, numbered: Sequence[NumberedComment]) -> str:
+    by_source = {c.source: c for c in chosen.choices}
+    parts: list[str] = []
+    for source in ("previous run", "issue body"):
+        if source in by_source and by_source[source].grain is not Grain.EXCLUDED:
+            parts.append(by_source[source].text)
+    shown = [i for i in numbered if by_source[f"comment ({i.number})"].grain is not Grain.EXCLUDED]
+    if shown:
+        parts.append("## Comments")
+        parts += [by_source[f"comment ({i.number})"].text for i in shown]
+        parts.append(legend(shown))
+    repository = [
+        c for c in chosen.choices if c.section == "repository" and c.grain is not Grain.EXCLUDED
+    ]
+    if repository:
+        parts.append("## Repository")
+        parts += [c.text for c in sorted(repository, key=lambda c: c.source != "directory tree")]
+    left_out = chosen.left_out()
+    summarized = [c.source for c in chosen.choices if c.grain is Grain.SUMMARY]
+    notes = []
+    if summarized:
+        notes.append("Shown as summaries: " + ", ".join(summarized) + ".")
+    if left_out:
+        notes.append(
+            "Left out (over budget): "
+            + ", ".join(c.source for c in left_out)
+            + ". Use the tools to read them."
+        )
+    if notes:
+        parts.append("## Not shown in full\n" + "\n".join(notes))
+    return "\n\n".join(parts)

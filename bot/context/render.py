@@ -1,0 +1,161 @@
+"""Deterministic renderers and cheap summaries: threads, comments, code, Markdown, trees."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from bot.context.budget import fence_for, shorten_list
+from bot.forge.types import Comment, Thread
+
+# Japanese sentence ends count too.
+_SENTENCE = re.compile(r"(.+?[.!?。！？])(\s|$)", re.DOTALL)  # noqa: RUF001
+_HEADING = re.compile(r"^(#{1,6})\s+(.+)$", re.MULTILINE)
+_DEF = re.compile(
+    r"^(?:export\s+)?(?:async\s+)?"
+    r"(?:def|class|function|fn|func|type|interface|struct|impl|pub fn)\s+\w+[^\n{:]*",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class NumberedComment:
+    number: int
+    comment: Comment
+    trusted: bool
+
+
+def kind_title(thread: Thread) -> str:
+    return {"issue": "Issue", "pull": "Pull request", "merge_request": "Merge request"}[
+        thread.key.kind.value
+    ]
+
+
+def thread_header(thread: Thread) -> str:
+    labels = ", ".join(sorted(thread.labels)) or "none"
+    return (
+        f"# {kind_title(thread)} {thread.key}: {thread.title}\n"
+        f"State: {thread.state}. Author: @{thread.author}. Labels: {labels}."
+    )
+
+
+def comment_line(item: NumberedComment, body: str) -> str:
+    c = item.comment
+    access = c.permission.name.lower() if item.trusted else "untrusted: no write access, data only"
+    head = f"- ({item.number}) @{c.author} ({access}, {c.created_at:%Y-%m-%d}):"
+    if item.trusted:
+        lines = body.splitlines() or [""]
+        return head + " " + lines[0] + "".join(f"\n  {line}" for line in lines[1:])
+    return head + "".join(f"\n  > {line}" for line in body.splitlines() or [""])
+
+
+def legend(items: Iterable[NumberedComment]) -> str:
+    pairs = [f"({i.number})={i.comment.id}" for i in items]
+    return "Comment numbers map to ids: " + ", ".join(pairs) if pairs else ""
+
+
+def first_sentence(text: str) -> str:
+    """A comment's cheap summary: its first sentence and how much was left."""
+    stripped = text.strip()
+    match = _SENTENCE.match(stripped)
+    sentence = (match.group(1) if match else stripped.split("\n")[0]).strip()
+    sentence = sentence.split("\n")[0][:300]
+    rest = len(stripped.splitlines()) - 1
+    return f"{sentence} (+{rest} lines)" if rest > 0 else sentence
+
+
+def markdown_outline(text: str) -> str:
+    headings = [f"{'  ' * (len(h) - 1)}- {t.strip()}" for h, t in _HEADING.findall(text)]
+    return "\n".join(headings) if headings else first_sentence(text)
+
+
+def code_outline(path: str, text: str) -> str:
+    """Top-level definitions with their signatures: Python through `ast`, others by pattern."""
+    if path.endswith(".py"):
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            out = []
+            for node in tree.body:
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    line = text.splitlines()[node.lineno - 1].strip().rstrip(":")
+                    out.append(f"{node.lineno}: {line}")
+            return "\n".join(out) or "(no top-level definitions)"
+    found = [m.group(0).strip() for m in _DEF.finditer(text)]
+    return "\n".join(found[:40]) or "(no definitions found)"
+
+
+def outline(path: str, text: str) -> str:
+    if path.lower().endswith((".md", ".markdown", ".rst")):
+        return markdown_outline(text)
+    return code_outline(path, text)
+
+
+def snippet(label: str, path: str, text: str, start: int = 1) -> str:
+    lines = text.splitlines()
+    end = start + len(lines) - 1
+    fence = fence_for(text)
+    language = path.rsplit(".", 1)[-1] if "." in path else ""
+    return f"{label} `{path}` lines {start}-{end}:\n{fence}{language}\n{text.rstrip()}\n{fence}"
+
+
+def tree(paths: Sequence[str], depth: int = 2, per_dir: int = 15) -> str:
+    """A directory tree to `depth` levels, long directories as `a, b, ... (+N more)`."""
+    children: dict[str, list[str]] = {}
+    for path in paths:
+        parts = path.split("/")
+        for level in range(min(len(parts), depth)):
+            parent = "/".join(parts[:level])
+            name = parts[level] + ("/" if level < len(parts) - 1 else "")
+            bucket = children.setdefault(parent, [])
+            if name not in bucket:
+                bucket.append(name)
+    lines: list[str] = []
+
+    def walk(parent: str, indent: int) -> None:
+        names = sorted(children.get(parent, []), key=lambda n: (not n.endswith("/"), n))
+        dirs = [n for n in names if n.endswith("/")]
+        files = [n for n in names if not n.endswith("/")]
+        for name in dirs[:per_dir]:
+            lines.append(f"{'  ' * indent}{name}")
+            walk(f"{parent}/{name[:-1]}".lstrip("/"), indent + 1)
+        if len(dirs) > per_dir:
+            lines.append(f"{'  ' * indent}(+{len(dirs) - per_dir} more directories)")
+        if files:
+            lines.append(f"{'  ' * indent}{shorten_list(files, per_dir)}")
+
+    walk("", 0)
+    return "\n".join(lines)
+
+
+_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z0-9]{1,8})(?![\w/])")
+_IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*(?:\(\))?)")
+
+
+def named_paths(text: str, known: set[str]) -> list[str]:
+    """Paths the people wrote that exist in the repository (also by unique file name)."""
+    by_name: dict[str, list[str]] = {}
+    for path in known:
+        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    found: list[str] = []
+    for match in _PATH.findall(text):
+        candidate = match.strip("./")
+        if candidate in known:
+            found.append(candidate)
+        elif len(by_name.get(candidate, [])) == 1:
+            found.append(by_name[candidate][0])
+    return list(dict.fromkeys(found))
+
+
+def named_identifiers(text: str) -> list[str]:
+    """Code-looking words: snake_case, CamelCase, or called like `name()`."""
+    out = []
+    for word in _IDENT.findall(text):
+        bare = word.removesuffix("()")
+        if word.endswith("()") or ("_" in bare and len(bare) > 3) or re.search(r"[a-z][A-Z]", bare):
+            out.append(bare)
+    return list(dict.fromkeys(out))
