@@ -32,7 +32,7 @@ github:
   repositories: [{REPO}]
   seconds_between_writes: 0
 gitlab: {{url: "{forge.url}", token: {BOT_TOKEN}, projects: [{REPO}]}}
-llm: {{base_url: "{model.url}", model: scripted-model, max_retries: 1{llm or ", context_window: 8192"}}}
+llm: {{base_url: "{model.url}", model: scripted-model, max_retries: 1{llm}}}
 access: {{ignore_authors: ["github-actions[bot]", "renovate"]}}
 {extra}
 """
