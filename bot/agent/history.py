@@ -20,6 +20,7 @@ log = get_logger(__name__)
 ROLES = ("system", "user", "assistant", "tool")
 KEEP_SHARE = 0.5  # the newest turns may use up to this share of the window after compaction
 SUMMARY_TOKENS = 600
+SUMMARY_HEADER = "Summary of the earlier work (older turns were compressed):"
 
 SUMMARY_PROMPT = (
     "You compress the work log of a coding agent. Summarize the log below in at most "
@@ -70,8 +71,8 @@ def compact(
     keep_from = len(groups)
     while keep_from > 0:
         cost = sum(counter.message(m) for m in groups[keep_from - 1])
-        if kept_tokens + cost > keep_budget:
-            break
+        if kept_tokens + cost > keep_budget and keep_from < len(groups):
+            break  # the newest turn always stays verbatim
         kept_tokens += cost
         keep_from -= 1
     if keep_from == 0:
@@ -96,7 +97,7 @@ def compact(
     return {
         "role": "user",
         "kind": "summary",
-        "content": f"Summary of the earlier work (older turns were compressed):\n{summary}",
+        "content": f"{SUMMARY_HEADER}\n{summary}",
         "covers_until": covers_until,
         "usage": {
             "prompt_tokens": reply.prompt_tokens,

@@ -19,7 +19,7 @@ from typing import NoReturn
 
 import structlog
 
-from bot.agent.history import compact, needs_compaction, visible
+from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
 from bot.agent.plan_tool import plan_tool
 from bot.agent.publish import publish
 from bot.agent.repo_tools import repo_tools
@@ -256,12 +256,16 @@ class _Run:
         talk, _old_commands = split_commands(existing)
         workspace = self.workspace()
         system = self._system_prompt(workspace)
+        counter = self.deps.counter
+        tools_tokens = counter.tools([s.openai() for s in self.toolbox.specs()])
+        # Half of what the system prompt and tool schemas leave; the rest is for the work.
+        room = self._budget() - counter.count(system) - tools_tokens
         opening = initial_context(
             thread,
             self.detector.deliverable(talk),
             workspace,
-            self.deps.counter,
-            self._budget() // 2,
+            counter,
+            max(room // 2, 128),
             previous=self.state.previous_summary,
         )
         log.info("context_plan", **opening.plan.log_fields())
@@ -439,7 +443,12 @@ class _Run:
         try:
             # The window is a hard limit: whatever compaction left, `fit` enforces it.
             messages = self._messages(tools_tokens)
-            fitted = fit(messages, self._budget(), self.deps.counter, tools_tokens)
+            summarized = len(messages) > 2 and str(messages[2].get("content")).startswith(
+                SUMMARY_HEADER
+            )
+            fitted = fit(
+                messages, self._budget(), self.deps.counter, tools_tokens, 3 if summarized else 2
+            )
         except WindowTooSmall as exc:
             self._fail(str(exc))
         try:

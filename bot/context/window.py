@@ -49,11 +49,16 @@ def truncate_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
 
 
 def fit(
-    messages: list[Message], limit: int, counter: TokenCounter, tools_tokens: int = 0
+    messages: list[Message],
+    limit: int,
+    counter: TokenCounter,
+    tools_tokens: int = 0,
+    pinned: int = 2,
 ) -> Fitted:
+    """`pinned` leading messages are never dropped: system, task, and a history summary."""
     budget = limit - tools_tokens
-    head = messages[:2]  # system + opening task message
-    body = turns(messages[2:])
+    head = messages[:pinned]
+    body = turns(messages[pinned:])
     total = counter.messages(head) + sum(counter.message(m) for g in body for m in g)
     omitted = 0
     while body and total > budget:
@@ -69,7 +74,7 @@ def fit(
             }
         ]
         total += counter.message(note[0])
-    if total > budget and len(head) == 2:
+    if total > budget and len(head) >= 2:
         excess = total - budget
         opening = head[1]
         allowed = counter.count(str(opening.get("content") or "")) - excess
@@ -78,6 +83,7 @@ def fit(
         head = [
             head[0],
             {**opening, "content": truncate_text(str(opening["content"]), allowed, counter)},
+            *head[2:],
         ]
     out = head + note + [m for g in body for m in g]
     tokens = counter.messages(out) + tools_tokens
