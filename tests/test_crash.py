@@ -186,3 +186,56 @@ def test_second_daemon_on_the_same_state_dir_exits_2(
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=15)
     assert first.returncode == 0
+
+
+FINISH_STEPS = {
+    "commit": {"github": r"/git/commits$", "gitlab": r"/repository/commits$"},
+    "branch": {"github": r"/git/refs$", "gitlab": r"/repository/commits$"},
+    "request": {"github": r"/pulls$", "gitlab": r"/merge_requests$"},
+    "final comment": {"github": r"/comments$", "gitlab": r"/notes$"},
+}
+
+
+@pytest.mark.parametrize("moment", list(FINISH_STEPS))
+def test_crash_during_finish_makes_one_branch_one_commit_one_request(
+    server: ForgeServer, model: LLMServer, platform: str, tmp_path: Path, moment: str
+) -> None:
+    from bot.sandbox.llm_server import demo_policy
+
+    server.world.push(
+        platform,
+        REPO,
+        "main",
+        {"demo/greet.py": 'def greet(name):\n    return "Hello " + name\n'},
+        "demo",
+    )
+    thread = server.world.add_thread(
+        platform, REPO, title="Greeting", body="fix demo/greet.py", labels=["coding agent"]
+    )
+    model.policy = demo_policy()
+    config = write_config(tmp_path, server, model)
+    pattern = FINISH_STEPS[moment][platform]
+    killed: list[str] = []
+
+    def kill_once(record: RecordedRequest) -> None:
+        if record.method == "POST" and re.search(pattern, record.path) and not killed and proc.pid:
+            killed.append(record.path)
+            os.kill(proc.pid, signal.SIGKILL)
+
+    server.before_response = kill_once
+    proc = start_bot(config, "run", "--once", quiet=True)
+    proc.wait(timeout=60)
+    assert killed, f"never reached {moment}"
+    server.before_response = None
+    done = run_bot(config, "run", "--once")
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    repo = server.world.repo(platform, REPO)
+    bot_branches = [b for b in repo.branches if b.startswith("bot/")]
+    assert bot_branches == [f"bot/{thread.number}-greeting"]
+    branch_head = repo.commits[repo.branches[bot_branches[0]]]
+    assert branch_head.parents == [repo.branches["main"]]  # exactly one commit on the branch
+    assert len([t for t in repo.threads.values() if t.change is not None]) == 1
+    finals = [c.body for c in thread.comments if c.body.startswith("greet() now ends")]
+    assert len(finals) == 1
+    assert thread.labels == ["coding agent done"]

@@ -9,7 +9,6 @@ files are skipped, and the file count and total size are capped; what is skipped
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tarfile
@@ -123,7 +122,10 @@ def _write(dest: Path, relative: PurePosixPath, data: bytes, skipped: list[str])
     if not target.resolve().is_relative_to(dest.resolve()):
         skipped.append(f"{relative}: escapes the snapshot")
         return
-    with contextlib.suppress(FileExistsError):
+    try:
         target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "wb") as handle:
-        handle.write(data)
+        with open(target, "wb") as handle:
+            handle.write(data)
+    except (NotADirectoryError, IsADirectoryError, FileExistsError):
+        # A file and a directory of the same name (e.g. a link stub in the way).
+        skipped.append(f"{relative}: conflicts with another entry")
