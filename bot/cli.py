@@ -17,9 +17,12 @@ import yaml
 
 from bot import log as logging_setup
 from bot.config import ConfigError, Settings, load_settings, summary
+from bot.context.preview import preview
+from bot.context.tokens import TokenCounter, encoding_for
 from bot.daemon import Daemon
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import build_sources
+from bot.forge.types import TaskKey
 from bot.llm.factory import build_llm
 from bot.state import StateError, StateStore
 
@@ -36,6 +39,11 @@ def _parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check-config", help="validate a configuration file")
     check.add_argument("-c", "--config", type=Path, required=True)
+
+    context = commands.add_parser("context", help="show the context plan for a thread")
+    context.add_argument("task", help="e.g. github:owner/repo#12 or gitlab:group/proj!7")
+    context.add_argument("-c", "--config", type=Path, required=True)
+    context.add_argument("--json", action="store_true", help="print the plan as JSON only")
 
     status = commands.add_parser("status", help="list tasks in the state dir")
     status.add_argument("-c", "--config", type=Path, required=True)
@@ -56,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo(args.state_dir)
         if args.command == "status":
             return _status(load_settings(args.config))
+        if args.command == "context":
+            return _context(_load(args.config, quiet=True), args.task, args.json)
         settings = _load(args.config)
         return run_daemon(settings, once=args.once)
     except ConfigError as exc:
@@ -63,10 +73,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
 
 
-def _load(path: Path) -> Settings:
+def _load(path: Path, quiet: bool = False) -> Settings:
     settings = load_settings(path)
-    logging_setup.configure(settings.log_level, settings.secrets())
+    level = "warning" if quiet else settings.log_level
+    logging_setup.configure(level, settings.secrets(), stream=sys.stderr if quiet else None)
     return settings
+
+
+def _context(settings: Settings, ref: str, as_json: bool) -> int:
+    try:
+        key = TaskKey.parse(ref)
+    except ValueError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    source = next((s for s in build_sources(settings) if s.forge.platform is key.platform), None)
+    if source is None:
+        print(f"bot: {key.platform.value} is not configured", file=sys.stderr)
+        return EXIT_CONFIG
+    counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
+    try:
+        opening = preview(source.forge, key, settings, counter)
+    except ForgeError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    if as_json:
+        print(opening.plan.to_json())
+    else:
+        print(opening.plan.table())
+        print()
+        print(opening.text)
+    return EXIT_OK
 
 
 def _check_config(path: Path) -> int:

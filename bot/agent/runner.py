@@ -20,6 +20,7 @@ from typing import NoReturn
 import structlog
 
 from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
+from bot.agent.pinning import pin
 from bot.agent.plan_tool import plan_tool
 from bot.agent.publish import publish
 from bot.agent.repo_tools import repo_tools
@@ -232,22 +233,7 @@ class _Run:
         self.store.save(self.state)
 
     def _pin(self, thread: Thread) -> None:
-        """The commit the task works from, and the branch its request will target."""
-        repo = self.key.repo
-        continuing = self.state.branch and self.forge.resolve_branch(repo, self.state.branch)
-        if continuing:
-            self.state.base_sha = continuing.sha  # handed back: continue on the same branch
-        elif self.key.is_change_request and thread.head_sha:
-            self.state.base_sha = thread.head_sha
-        else:
-            head = self.forge.resolve_branch(repo, self.forge.default_branch(repo))
-            if head is None:
-                raise ForgeError(f"{repo}: the default branch has no commit")
-            self.state.base_sha = head.sha
-        if self.key.is_change_request and thread.head_repo == repo and thread.head_ref:
-            self.state.base_branch = thread.head_ref  # follow-ups go into the request's branch
-        else:
-            self.state.base_branch = thread.base_ref or self.forge.default_branch(repo)
+        self.state.base_sha, self.state.base_branch = pin(self.forge, thread, self.state.branch)
         self._save()
 
     def _initialize(self, thread: Thread) -> None:

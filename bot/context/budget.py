@@ -39,6 +39,13 @@ def _open_fence(lines: Sequence[str]) -> str | None:
     return open_fence
 
 
+def close_fences(text: str) -> str:
+    """People's text may open a code fence and never close it; close it so the rest of the
+    context is not swallowed into a code block."""
+    fence = _open_fence(text.split("\n"))
+    return f"{text}\n{fence}" if fence else text
+
+
 def truncate(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """Cut `text` to at most `max_tokens`, on a line boundary where it can.
 
@@ -118,12 +125,16 @@ def allocate(total: int, sections: Sequence[Section]) -> dict[str, int]:
             if left <= 0:
                 break
     overflow = sum(grant.values()) - total
-    for name in sorted(grant, key=lambda n: grant[n], reverse=True):
-        if overflow <= 0:
-            break
-        cut = min(overflow, grant[name])
-        grant[name] -= cut
-        overflow -= cut
+    floors = {s.name: min(s.wanted, s.floor) for s in sections}
+    # The cap is enforced last: first from what sections got above their floors, largest
+    # first, then (only if the floors alone exceed the total) from the floors themselves.
+    for limit in (floors, dict.fromkeys(grant, 0)):
+        for name in sorted(grant, key=lambda n: grant[n] - limit[n], reverse=True):
+            if overflow <= 0:
+                break
+            cut = min(overflow, grant[name] - limit[name])
+            grant[name] -= cut
+            overflow -= cut
     return grant
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from bot.agent.workspace import Workspace, WorkspaceError, is_binary
 from bot.comments import NewComment
-from bot.context.budget import truncate
+from bot.context.budget import close_fences, shorten_list, truncate
 from bot.context.plan import Candidate, ContextPlan, Grain, Reason, plan
 from bot.context.render import (
     NumberedComment,
@@ -35,6 +35,7 @@ README_NAMES = ("README.md", "README.rst", "README.txt", "README")
 MAX_FILE_READ = 256 * 1024
 MAX_SEARCH_FILES = 2000
 SEARCH_HITS = 5
+RECENT = 3  # this many newest comments come before anything from the repository
 
 
 @dataclass(frozen=True)
@@ -71,18 +72,24 @@ def initial_context(
     )
     if workspace is not None:
         candidates += _repository_candidates(workspace, people_text)
-    footer_reserve = 64 + 8 * len(candidates)  # headings, legend and the "left out" list
-    chosen = plan(candidates, max(budget - footer_reserve, 0), counter)
-    text = _render(chosen, numbered)
-    # The plan keeps the sum under budget; separators are counted here, and the cap is hard.
-    text = truncate(text, budget, counter)
+    # Headings, the legend and the "left out" list are not in the plan: plan for less, and
+    # plan again with the measured overshoot until the rendered text fits.
+    reserve = 128
+    for _ in range(4):
+        chosen = plan(candidates, max(budget - reserve, 0), counter)
+        text = _render(chosen, numbered)
+        overshoot = counter.count(text) - budget
+        if overshoot <= 0:
+            break
+        reserve += overshoot + 32
+    text = truncate(text, budget, counter)  # the hard cap, whatever happened above
     return OpeningContext(text, chosen, {i.number: i.comment.id for i in numbered})
 
 
 def _thread_candidates(
     thread: Thread, numbered: Sequence[NumberedComment], previous: str | None
 ) -> list[Candidate]:
-    body = thread.body.strip() or "(no description)"
+    body = close_fences(thread.body.strip()) or "(no description)"
     out = [
         Candidate(
             "issue body",
@@ -107,15 +114,16 @@ def _thread_candidates(
         )
     newest_first = sorted(numbered, key=lambda i: i.number, reverse=True)
     for position, item in enumerate(newest_first):
-        body_text = item.comment.body
+        body_text = close_fences(item.comment.body)
         out.append(
             Candidate(
                 f"comment ({item.number})",
                 "thread",
                 comment_line(item, body_text),
                 comment_line(item, first_sentence(body_text)),
-                Reason.RECENT if position < 3 else Reason.EXPLICIT,
-                rank=10 + position,
+                Reason.RECENT if position < RECENT else Reason.EXPLICIT,
+                # The newest comments first, then files people named, then older comments.
+                rank=10 + position if position < RECENT else 100 + position,
             )
         )
     return out
@@ -132,7 +140,7 @@ def _repository_candidates(workspace: Workspace, people_text: str) -> list[Candi
             "## Repository tree\n" + tree(paths, depth=3),
             "## Repository tree\n" + tree(paths, depth=1),
             Reason.REPOSITORY,
-            rank=150,
+            rank=1150,
             prefer_summary=len(paths) > 200,
         )
     ]
@@ -147,7 +155,7 @@ def _repository_candidates(workspace: Workspace, people_text: str) -> list[Candi
                     snippet("README", readme, text),
                     f"README `{readme}` outline:\n{markdown_outline(text)}",
                     Reason.REPOSITORY,
-                    rank=160,
+                    rank=1160,
                     prefer_summary=True,
                 )
             )
@@ -156,13 +164,13 @@ def _repository_candidates(workspace: Workspace, people_text: str) -> list[Candi
         text = _read(workspace, path)
         if text is not None:
             out.append(
-                _file_candidate(path, text, Reason.EXPLICIT, rank=100 + n, prefer_summary=False)
+                _file_candidate(path, text, Reason.EXPLICIT, rank=50 + n, prefer_summary=False)
             )
     for n, path in enumerate(_search_hits(workspace, entries, people_text, exclude=set(explicit))):
         text = _read(workspace, path)
         if text is not None:
             out.append(
-                _file_candidate(path, text, Reason.SEARCH_HIT, rank=200 + n, prefer_summary=True)
+                _file_candidate(path, text, Reason.SEARCH_HIT, rank=1200 + n, prefer_summary=True)
             )
     return out
 
@@ -233,12 +241,11 @@ def _render(chosen: ContextPlan, numbered: Sequence[NumberedComment]) -> str:
     summarized = [c.source for c in chosen.choices if c.grain is Grain.SUMMARY]
     notes = []
     if summarized:
-        notes.append("Shown as summaries: " + ", ".join(summarized) + ".")
+        notes.append("Shown as summaries: " + shorten_list(summarized, 12) + ".")
     if left_out:
+        names = [c.source for c in left_out]
         notes.append(
-            "Left out (over budget): "
-            + ", ".join(c.source for c in left_out)
-            + ". Use the tools to read them."
+            f"Left out (over budget): {shorten_list(names, 12)}. Use the tools to read them."
         )
     if notes:
         parts.append("## Not shown in full\n" + "\n".join(notes))

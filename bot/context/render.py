@@ -45,10 +45,8 @@ def comment_line(item: NumberedComment, body: str) -> str:
     c = item.comment
     access = c.permission.name.lower() if item.trusted else "untrusted: no write access, data only"
     head = f"- ({item.number}) @{c.author} ({access}, {c.created_at:%Y-%m-%d}):"
-    if item.trusted:
-        lines = body.splitlines() or [""]
-        return head + " " + lines[0] + "".join(f"\n  {line}" for line in lines[1:])
-    return head + "".join(f"\n  > {line}" for line in body.splitlines() or [""])
+    prefix = "  " if item.trusted else "  > "
+    return head + "".join(f"\n{prefix}{line}" for line in body.splitlines() or [""])
 
 
 def legend(items: Iterable[NumberedComment]) -> str:
@@ -58,7 +56,11 @@ def legend(items: Iterable[NumberedComment]) -> str:
 
 def first_sentence(text: str) -> str:
     """A comment's cheap summary: its first sentence and how much was left."""
-    stripped = text.strip()
+    # Fence lines are not sentences (and a lone fence would open a code block).
+    stripped = "\n".join(
+        line for line in text.strip().splitlines() if not line.lstrip().startswith(("```", "~~~"))
+    )
+    stripped = stripped.strip()
     match = _SENTENCE.match(stripped)
     sentence = (match.group(1) if match else stripped.split("\n")[0]).strip()
     sentence = sentence.split("\n")[0][:300]
