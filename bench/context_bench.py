@@ -105,6 +105,8 @@ def main() -> None:
     print(
         f"{'size / budget':34}{ours_tokens / args.budget:>12.2f}{base_tokens / args.budget:>12.2f}"
     )
+    fits = (str(ours_tokens <= args.budget), str(base_tokens <= args.budget))
+    print(f"{'fits the budget':34}{fits[0]:>12}{fits[1]:>12}")
     print(f"{'newest comment present':34}{newest in opening.text!s:>12}{newest in baseline!s:>12}")
     print(f"{'says what it left out':34}{'Left out' in opening.text!s:>12}{'False':>12}")
     print("\nestimator error against exact counts (cl100k_base):")
