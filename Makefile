@@ -7,10 +7,8 @@ CONFIG ?=
 
 .PHONY: run test lint venv clean
 
-$(BIN)/bot: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+$(BIN)/bot: pyproject.toml scripts/install-venv
+	sh scripts/install-venv $(VENV) -e '.[dev]'
 	touch $(BIN)/bot
 
 venv: $(BIN)/bot

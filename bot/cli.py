@@ -10,20 +10,24 @@ import argparse
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
 from bot import log as logging_setup
-from bot.config import ConfigError, Settings, load_settings, summary
+from bot.config import ConfigError, Runtime, Settings, load_settings, summary
 from bot.context.preview import preview
 from bot.context.tokens import TokenCounter, encoding_for
 from bot.daemon import Daemon
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import build_sources
 from bot.forge.types import TaskKey
+from bot.health import check
 from bot.llm.factory import build_llm
+from bot.metrics import Metrics
+from bot.notify import Notifier
 from bot.state import StateError, StateStore
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
@@ -48,8 +52,20 @@ def _parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="list tasks in the state dir")
     status.add_argument("-c", "--config", type=Path, required=True)
 
-    sandbox = commands.add_parser("sandbox", help="run against a local emulated forge")
-    sandbox.add_argument("--state-dir", type=Path, default=Path("state/sandbox"))
+    health = commands.add_parser("healthcheck", help="exit 0 if the daemon is alive and polling")
+    health.add_argument("-c", "--config", type=Path, required=True)
+
+    sandbox = commands.add_parser(
+        "sandbox", help="the whole product against a local forge and model"
+    )
+    sandbox.add_argument("--state-dir", type=Path, default=None, help="default: a fresh temp dir")
+    sandbox.add_argument(
+        "--llm-base-url", default=None, help="a real model, e.g. http://127.0.0.1:11434/v1"
+    )
+    sandbox.add_argument("--llm-model", default="llama3.1", help="model name with --llm-base-url")
+    sandbox.add_argument(
+        "--until-done", action="store_true", help="exit when the demo tasks finish"
+    )
     return parser
 
 
@@ -61,7 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sandbox":
             from bot.sandbox.demo import run_demo  # the emulator is never imported in production
 
-            return run_demo(args.state_dir)
+            return run_demo(args.state_dir, args.llm_base_url, args.llm_model, args.until_done)
+        if args.command == "healthcheck":
+            return _healthcheck(load_settings(args.config))
         if args.command == "status":
             return _status(load_settings(args.config))
         if args.command == "context":
@@ -112,6 +130,17 @@ def _check_config(path: Path) -> int:
     return EXIT_OK
 
 
+def _healthcheck(settings: Settings) -> int:
+    healthy, reason = check(
+        settings.state_dir,
+        settings.poll_interval_seconds,
+        settings.health.max_missed_polls,
+        time.time(),
+    )
+    print(reason)
+    return EXIT_OK if healthy else EXIT_FAILURE
+
+
 def _status(settings: Settings) -> int:
     states = StateStore(settings.state_dir).all_states()
     if not states:
@@ -135,7 +164,11 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    daemon = Daemon(settings, build_sources(settings, stop), build_llm(settings.llm), stop)
+    metrics = Metrics()
+    runtime = Runtime.from_environ()
+    notifier = Notifier(runtime.notify_socket, runtime.watchdog_usec)
+    sources = build_sources(settings, stop, metrics)
+    daemon = Daemon(settings, sources, build_llm(settings.llm), stop, metrics, notifier)
     try:
         daemon.initialize()
     except StateError as exc:
@@ -147,6 +180,13 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
     except ForgeError as exc:
         log.error("forge_unavailable", error=str(exc), status=exc.status)
         return EXIT_FAILURE
+    if settings.metrics is not None:
+        try:
+            metrics.serve(settings.metrics.listen)
+        except OSError as exc:
+            daemon.close()
+            print(f"bot: metrics.listen {settings.metrics.listen}: {exc.strerror}", file=sys.stderr)
+            return EXIT_CONFIG
     try:
         if once:
             daemon.run_once()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -137,6 +138,18 @@ class AccessSettings(_Frozen):
     untrusted_comments: Literal["quote", "ignore"] = "quote"
 
 
+class MetricsSettings(_Frozen):
+    listen: str = Field(
+        pattern=r"^[\w.\-\[\]:]*:\d{1,5}$", description="host:port, e.g. 127.0.0.1:9464"
+    )
+
+
+class HealthSettings(_Frozen):
+    # `bot healthcheck` fails when the heartbeat is older than this many poll intervals, or
+    # polls have been failing for that long.
+    max_missed_polls: int = Field(default=3, ge=1)
+
+
 class Settings(_Frozen):
     state_dir: Path = Path("./state")
     poll_interval_seconds: int = Field(default=60, ge=5)
@@ -148,6 +161,8 @@ class Settings(_Frozen):
     llm: LLMSettings = LLMSettings()
     access: AccessSettings = AccessSettings()
     agent: AgentSettings = AgentSettings()
+    metrics: MetricsSettings | None = None
+    health: HealthSettings = HealthSettings()
 
     @model_validator(mode="after")
     def _some_source(self) -> Settings:
@@ -163,6 +178,20 @@ class Settings(_Frozen):
             self.llm.api_key,
         ]
         return tuple(v.get_secret_value() for v in values if v and v.get_secret_value())
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What systemd tells the process through its environment (read here, and only here)."""
+
+    notify_socket: str | None
+    watchdog_usec: int | None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Runtime:
+        env = os.environ if environ is None else environ
+        usec = env.get("WATCHDOG_USEC", "")
+        return cls(env.get("NOTIFY_SOCKET") or None, int(usec) if usec.isdigit() else None)
 
 
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:

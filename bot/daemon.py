@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,9 +21,12 @@ from bot.discovery import discover
 from bot.dispatch import Job, plan_jobs
 from bot.forge.errors import AuthError
 from bot.forge.factory import Source
+from bot.health import HeartbeatWriter
 from bot.llm.base import LLMClient
 from bot.log import get_logger
-from bot.state import DaemonLock, StateStore, TaskBusy
+from bot.metrics import Metrics
+from bot.notify import Notifier
+from bot.state import DaemonLock, StateStore, Status, TaskBusy
 
 log = get_logger(__name__)
 
@@ -75,11 +79,17 @@ class Daemon:
         sources: list[Source],
         llm: LLMClient,
         stop: threading.Event | None = None,
+        metrics: Metrics | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.settings = settings
         self.sources = sources
         self.llm = llm
         self.stop = stop or threading.Event()
+        self.metrics = metrics or Metrics()
+        self.notifier = notifier or Notifier(None)
+        self.heartbeat = HeartbeatWriter(settings.state_dir)
+        self._last_poll = "never"
         self.store = StateStore(settings.state_dir)
         self._lock = DaemonLock(settings.state_dir)
         self._pool = ThreadPoolExecutor(settings.max_concurrent_tasks, thread_name_prefix="task")
@@ -105,6 +115,7 @@ class Daemon:
                 identity=Identity(me.login, ignore),
                 counter=self.counter,
                 stop=self.stop,
+                metrics=self.metrics,
             )
             self._workers.append(_Worker(source, TaskRunner(deps)))
 
@@ -120,17 +131,27 @@ class Daemon:
             name = f"poll-{worker.source.forge.platform.value}-{n}"
             queue.every(self.settings.poll_interval_seconds, partial(self.poll, worker), name)
         queue.start()
+        self.heartbeat.write()
         log.info(
             "daemon_started",
             sources=len(self._workers),
             poll_interval=self.settings.poll_interval_seconds,
         )
+        self.notifier.ready(self._status())
+        # The main loop only proves liveness: the watchdog ping and the status line.
+        tick = min(self.notifier.watchdog_interval or 5.0, 5.0)
         try:
-            self.stop.wait()
+            while not self.stop.wait(tick):
+                self.notifier.watchdog()
+                self.notifier.status(self._status())
         finally:
+            self.notifier.stopping()
             log.info("daemon_stopping", running=len(self._in_flight))
             queue.shutdown()
             self._drain()
+
+    def _status(self) -> str:
+        return f"{len(self.in_flight())} tasks running; last poll {self._last_poll}"
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -141,10 +162,31 @@ class Daemon:
     def poll(self, worker: _Worker) -> None:
         if self.stop.is_set():
             return
-        result = discover(worker.source)
         platform = worker.source.forge.platform
+        try:
+            result = discover(worker.source)
+        except Exception as exc:
+            self._record_poll(worker, ok=False, error=f"{type(exc).__name__}: {exc}")
+            raise  # the job queue's error handler logs it with its traceback
+        failed = ", ".join(result.failed_repos)
+        self._record_poll(worker, ok=not failed, error=f"failed: {failed}" if failed else None)
         for job in plan_jobs(result.tasks, self.store, self.settings.labels, platform):
             self._submit(worker, job)
+
+    def _record_poll(self, worker: _Worker, ok: bool, error: str | None) -> None:
+        platform = worker.source.forge.platform.value
+        self._last_poll = datetime.now(UTC).strftime("%H:%M:%SZ") + ("" if ok else " (failed)")
+        self.metrics.polls.labels(platform, "ok" if ok else "failed").inc()
+        remaining = getattr(worker.source.forge, "rate_limit_remaining", lambda: None)()
+        if remaining is not None:
+            self.metrics.rate_limit_remaining.labels(platform).set(remaining)
+        self._count_tasks()
+        self.heartbeat.poll(ok, error, running=len(self.in_flight()))
+
+    def _count_tasks(self) -> None:
+        counts = Counter(state.status.value for state in self.store.all_states())
+        for status in Status:
+            self.metrics.tasks.labels(status.value).set(counts.get(status.value, 0))
 
     def _submit(self, worker: _Worker, job: Job) -> None:
         name = str(job.key)
@@ -161,7 +203,9 @@ class Daemon:
 
     def _work(self, worker: _Worker, job: Job) -> Outcome:
         try:
-            return worker.runner.run(job.key, fresh=job.fresh)
+            outcome = worker.runner.run(job.key, fresh=job.fresh)
+            self._count_tasks()
+            return outcome
         except TaskBusy:
             log.warning("task_busy", task=str(job.key))
             return Outcome.INTERRUPTED

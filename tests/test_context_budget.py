@@ -9,7 +9,9 @@ from bot.context.tokens import TokenCounter
 
 COUNTER = TokenCounter()
 TEXT = st.lists(
-    st.sampled_from(["abc", " ", "xyz", "\n", "`", "#", "```", "日本語", "テスト", "\n```python\n"]),
+    st.sampled_from(
+        ["abc", " ", "xyz", "\n", "`", "#", "```", "日本語", "テスト", "\n```python\n"]
+    ),
     max_size=150,
 ).map("".join)
 
@@ -67,9 +69,15 @@ def test_allocate_floors_shares_and_hard_cap() -> None:
 
 @given(
     total=st.integers(min_value=0, max_value=5000),
-    wants=st.lists(st.tuples(st.integers(0, 4000), st.floats(0, 1), st.integers(0, 3000)), min_size=1, max_size=5),
+    wants=st.lists(
+        st.tuples(st.integers(0, 4000), st.floats(0, 1), st.integers(0, 3000)),
+        min_size=1,
+        max_size=5,
+    ),
 )
-def test_allocate_never_exceeds_total_or_wants(total: int, wants: list[tuple[int, float, int]]) -> None:
+def test_allocate_never_exceeds_total_or_wants(
+    total: int, wants: list[tuple[int, float, int]]
+) -> None:
     sections = [Section(f"s{i}", w, s, f) for i, (w, s, f) in enumerate(wants)]
     grant = allocate(total, sections)
     assert sum(grant.values()) <= total

@@ -26,7 +26,20 @@ from tests.conftest import BOT_TOKEN, REPO
 COUNTER = TokenCounter()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = st.sampled_from(
-    ["fix", "the", "bug", "in", "src/app.py", "please", "```", "```python", "日本語の", "テストです。", "\n", "greet()"]
+    [
+        "fix",
+        "the",
+        "bug",
+        "in",
+        "src/app.py",
+        "please",
+        "```",
+        "```python",
+        "日本語の",
+        "テストです。",
+        "\n",
+        "greet()",
+    ]
 )
 BODY = st.lists(WORDS, min_size=1, max_size=60).map(" ".join)
 
@@ -46,7 +59,9 @@ def comment(n: int, body: str, trusted: bool = True) -> NewComment:
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     root = tmp_path_factory.mktemp("snap")
     (root / "src").mkdir()
-    (root / "src" / "app.py").write_text("def greet(name):\n    return 'hi ' + name\n\n\nclass App:\n    pass\n")
+    (root / "src" / "app.py").write_text(
+        "def greet(name):\n    return 'hi ' + name\n\n\nclass App:\n    pass\n"
+    )
     (root / "src" / "util.py").write_text("def helper():\n    return greet('x')\n" * 50)
     (root / "README.md").write_text("# App\n\n## Install\n\ntext\n\n## Usage\n\nmore text\n" * 20)
     (root / "AGENTS.md").write_text("Run the tests before finishing.\n")
@@ -67,7 +82,9 @@ def balanced(text: str) -> bool:
     return not stack
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     body=BODY,
     comments=st.lists(st.tuples(BODY, st.booleans()), max_size=25),
@@ -82,7 +99,9 @@ def test_rendered_context_fits_and_keeps_what_matters(
     first_line = body.strip().split("\n")[0].strip()
     assert first_line[:40] in opening.text  # the issue body is never dropped
     if items:
-        newest = opening.plan.choices[[c.source for c in opening.plan.choices].index(f"comment ({len(items)})")]
+        newest = opening.plan.choices[
+            [c.source for c in opening.plan.choices].index(f"comment ({len(items)})")
+        ]
         assert newest.grain is not Grain.EXCLUDED  # the newest comment survives
     assert balanced(opening.text)
     for number, cid in opening.legend.items():
@@ -105,14 +124,25 @@ def test_plan_defaults_and_left_out_list(workspace: Workspace) -> None:
     opening = initial_context(thread(body), items, workspace, COUNTER, 2500)
     choices = {c.source: c for c in opening.plan.choices}
     assert choices["issue body"].grain is Grain.FULL
-    assert choices["file src/app.py"].grain is Grain.FULL and choices["file src/app.py"].reason is Reason.EXPLICIT
+    assert (
+        choices["file src/app.py"].grain is Grain.FULL
+        and choices["file src/app.py"].reason is Reason.EXPLICIT
+    )
     util = choices["file src/util.py"]  # found by the bot: a search hit, never full here
     assert util.grain is not Grain.FULL
-    assert util.reason is (Reason.OVER_BUDGET if util.grain is Grain.EXCLUDED else Reason.SEARCH_HIT)
-    assert choices["comment (29)"].grain is Grain.FULL and choices["comment (29)"].reason is Reason.RECENT
+    assert util.reason is (
+        Reason.OVER_BUDGET if util.grain is Grain.EXCLUDED else Reason.SEARCH_HIT
+    )
+    assert (
+        choices["comment (29)"].grain is Grain.FULL
+        and choices["comment (29)"].reason is Reason.RECENT
+    )
     assert choices["comment (1)"].grain is not Grain.FULL  # older ones give way first
     assert "Left out (over budget)" in opening.text or "Shown as summaries" in opening.text
-    assert opening.text.rstrip().endswith("Use the tools to read them.") or "Shown as summaries" in opening.text
+    assert (
+        opening.text.rstrip().endswith("Use the tools to read them.")
+        or "Shown as summaries" in opening.text
+    )
 
 
 def test_untrusted_comments_are_quoted(workspace: Workspace) -> None:
@@ -125,10 +155,16 @@ def test_untrusted_comments_are_quoted(workspace: Workspace) -> None:
 @pytest.fixture
 def seeded(server: ForgeServer, platform: str) -> ForgeServer:
     server.world.clock = StepClock(datetime(2026, 1, 1, tzinfo=UTC))  # type: ignore[method-assign]
-    server.world.push(platform, REPO, "main", {"src/greet.py": "def greet(name):\n    return 'hi ' + name\n"}, "g")
-    t = server.world.add_thread(platform, REPO, title="Greeting", body="greet() in src/greet.py should say hello.")
+    server.world.push(
+        platform, REPO, "main", {"src/greet.py": "def greet(name):\n    return 'hi ' + name\n"}, "g"
+    )
+    t = server.world.add_thread(
+        platform, REPO, title="Greeting", body="greet() in src/greet.py should say hello."
+    )
     for n in range(5):
-        server.world.add_comment(platform, REPO, t.number, f"note {n}: そうですね。", author="alice")
+        server.world.add_comment(
+            platform, REPO, t.number, f"note {n}: そうですね。", author="alice"
+        )
     server.world.add_comment(platform, REPO, t.number, "from a bot", author="coding-bot")
     return server
 
@@ -157,7 +193,10 @@ def test_bot_context_table_and_text(
 def test_bot_context_json_plan_is_stable(
     seeded: ForgeServer, platform: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["context", f"{platform}:{REPO}#1", "-c", str(config(tmp_path, seeded)), "--json"]) == 0
+    assert (
+        main(["context", f"{platform}:{REPO}#1", "-c", str(config(tmp_path, seeded)), "--json"])
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)
     golden_path = Path(__file__).parent / "fixtures" / "golden" / f"context_plan_{platform}.json"
     if os.environ.get("UPDATE_GOLDEN"):
@@ -165,6 +204,8 @@ def test_bot_context_json_plan_is_stable(
     assert plan == json.loads(golden_path.read_text())
 
 
-def test_bot_context_rejects_a_bad_reference(tmp_path: Path, server: ForgeServer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bot_context_rejects_a_bad_reference(
+    tmp_path: Path, server: ForgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["context", "nonsense", "-c", str(config(tmp_path, server))]) == 2
     assert "not a task reference" in capsys.readouterr().err

@@ -12,7 +12,8 @@ State is saved after every step. Labels change only after the state on disk says
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from importlib import resources
 from typing import NoReturn
@@ -48,6 +49,7 @@ from bot.forge.types import TaskKey, Thread
 from bot.labels import sync_labels
 from bot.llm.base import LLMClient, LLMError, LLMFatal, LLMReply, Message, ToolCall
 from bot.log import get_logger
+from bot.metrics import Metrics
 from bot.posting import Poster
 from bot.state import StateStore, Status, TaskState
 
@@ -78,6 +80,7 @@ class Deps:
     identity: Identity
     counter: TokenCounter
     stop: threading.Event
+    metrics: Metrics = field(default_factory=Metrics)
 
 
 def load_prompt(name: str) -> str:
@@ -359,6 +362,10 @@ class _Run:
             return False
         self.detector.add_to_context(talk, step=self.state.step)
         self._save()
+        now = datetime.now(UTC)
+        for item in talk:
+            delay = (now - item.comment.updated_at).total_seconds()
+            self.deps.metrics.comment_delivery.observe(max(delay, 0.0))
         log.info("comments_delivered", count=len(talk), ids=[c.comment.id for c in talk])
         return True
 
@@ -446,6 +453,8 @@ class _Run:
         self.state.usage.calls += 1
         self.state.usage.prompt_tokens += reply.prompt_tokens
         self.state.usage.completion_tokens += reply.completion_tokens
+        self.deps.metrics.llm_tokens.labels("prompt").inc(reply.prompt_tokens)
+        self.deps.metrics.llm_tokens.labels("completion").inc(reply.completion_tokens)
         self.state.step += 1
         self.state.llm_failures = 0
         self.conversation.append({**reply.message(), "kind": "reply", "step": self.state.step})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -11,6 +12,7 @@ from bot.forge.base import Forge
 from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
 from bot.forge.policy import RequestPolicy
+from bot.metrics import Metrics
 
 
 @dataclass(frozen=True)
@@ -28,12 +30,22 @@ def watched_labels(settings: Settings) -> tuple[str, ...]:
     return (labels.trigger, labels.processing, labels.paused)
 
 
-def build_sources(settings: Settings, stop: threading.Event | None = None) -> list[Source]:
+def build_sources(
+    settings: Settings, stop: threading.Event | None = None, metrics: Metrics | None = None
+) -> list[Source]:
     stop = stop or threading.Event()
+    metrics = metrics or Metrics()
+
+    def observer(platform: str) -> Callable[[str], None]:
+        counter = metrics.api_requests
+        return lambda outcome: counter.labels(platform, outcome).inc()
+
     sources: list[Source] = []
     if settings.github is not None:
         gh = settings.github
-        policy = RequestPolicy(host=urlsplit(gh.api_url).netloc, stop=stop)
+        policy = RequestPolicy(
+            host=urlsplit(gh.api_url).netloc, stop=stop, observe=observer("github")
+        )
         forge: Forge = GitHubForge(
             gh.api_url,
             gh.token.get_secret_value(),
@@ -45,7 +57,7 @@ def build_sources(settings: Settings, stop: threading.Event | None = None) -> li
         sources.append(Source(forge, gh.repositories))
     if settings.gitlab is not None:
         gl = settings.gitlab
-        policy = RequestPolicy(host=urlsplit(gl.url).netloc, stop=stop)
+        policy = RequestPolicy(host=urlsplit(gl.url).netloc, stop=stop, observe=observer("gitlab"))
         forge = GitLabForge(
             gl.url,
             gl.token.get_secret_value(),

@@ -91,6 +91,11 @@ class GitHubForge:
         self._permissions: TTLCache[tuple[str, str], Permission] = TTLCache(permission_ttl)
         self._me: User | None = None
 
+    def rate_limit_remaining(self) -> int | None:
+        """From the headers of the last response (PyGithub keeps them; no request made)."""
+        remaining, _limit = self._req.rate_limiting
+        return remaining if remaining >= 0 else None
+
     # -- identity and discovery -------------------------------------------------------------
 
     def whoami(self) -> User:

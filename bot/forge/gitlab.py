@@ -64,8 +64,13 @@ class _Client(gitlab.Gitlab):
         _Client._local.headers = {}
         return super().http_request(*args, **kwargs)
 
+    remaining: int | None = None
+
     @staticmethod
     def record(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        value = response.headers.get("RateLimit-Remaining", "")
+        if value.isdigit():
+            _Client.remaining = int(value)
         if response.status_code >= 400:
             _Client._local.headers = {k.lower(): v for k, v in response.headers.items()}
 
@@ -115,6 +120,9 @@ class GitLabForge:
 
     def _call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
         return self._policy.call(operation, fn, self._translate, idempotent=idempotent)
+
+    def rate_limit_remaining(self) -> int | None:
+        return _Client.remaining
 
     # -- identity and discovery -------------------------------------------------------------
 

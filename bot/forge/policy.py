@@ -55,6 +55,8 @@ class RequestPolicy:
     max_inline_wait: float = 90.0
     stop: threading.Event = field(default_factory=threading.Event)
     clock: Callable[[], float] = time.monotonic
+    # Called with the outcome of every attempt ("ok", "rate_limited", "transient", ...).
+    observe: Callable[[str], None] = field(default=lambda _outcome: None)
     gate: HostGate = field(init=False)
 
     def __post_init__(self) -> None:
@@ -73,13 +75,17 @@ class RequestPolicy:
         while True:
             self._wait_for_gate(operation)
             try:
-                return fn()
+                result = fn()
             except Exception as exc:
                 error = translate(exc)
+                self.observe(_outcome(error))
                 if error is exc:
                     raise
                 failure = error
                 cause = exc
+            else:
+                self.observe("ok")
+                return result
             attempt += 1
             if isinstance(failure, RateLimited):
                 if self.gate.close_for(failure.retry_after):
@@ -120,3 +126,12 @@ class RequestPolicy:
     def _sleep(self, seconds: float) -> None:
         if self.stop.wait(seconds):
             raise TransientError(f"{self.host}: shutting down")
+
+
+def _outcome(error: Exception) -> str:
+    if isinstance(error, RateLimited):
+        return "rate_limited"
+    if isinstance(error, TransientError):
+        return "transient"
+    status = getattr(error, "status", None)
+    return str(status) if status else "error"

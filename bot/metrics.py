@@ -1,0 +1,45 @@
+"""Prometheus metrics (optional `metrics.listen`). Names are documented in docs/log-events.md."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+
+class Metrics:
+    """One registry per daemon (tests make their own); recording is cheap when unscraped."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = registry or CollectorRegistry()
+        self.registry = r
+        self.polls = Counter(
+            "bot_polls",
+            "Discovery cycles by platform and result",
+            ["platform", "result"],
+            registry=r,
+        )
+        self.api_requests = Counter(
+            "bot_api_requests",
+            "Forge API calls by platform and outcome",
+            ["platform", "outcome"],
+            registry=r,
+        )
+        self.rate_limit_remaining = Gauge(
+            "bot_rate_limit_remaining",
+            "Requests left in the forge's rate-limit window",
+            ["platform"],
+            registry=r,
+        )
+        self.tasks = Gauge("bot_tasks", "Tasks in the state dir by status", ["status"], registry=r)
+        self.llm_tokens = Counter(
+            "bot_llm_tokens", "LLM tokens used, by kind", ["kind"], registry=r
+        )
+        self.comment_delivery = Histogram(
+            "bot_comment_delivery_seconds",
+            "From a human comment being written to it being in the model's context",
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600),
+            registry=r,
+        )
+
+    def serve(self, listen: str) -> None:
+        host, _, port = listen.rpartition(":")
+        start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)

@@ -1,0 +1,237 @@
+"""Running it for real: sd_notify over a real socket, healthcheck, metrics, sandbox, packaging."""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from bot.cli import main
+from bot.health import HeartbeatWriter
+from bot.sandbox.forge_server import ForgeServer
+from bot.sandbox.llm_server import LLMServer
+from tests.processes import bot_env, write_config
+from tests.rig import Rig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def notify_socket(tmp_path: Path) -> Iterator[tuple[socket.socket, str]]:
+    path = str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(0.2)
+    yield sock, path
+    sock.close()
+
+
+def receive(sock: socket.socket, until: str, timeout: float) -> list[str]:
+    messages: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            messages.append(sock.recv(4096).decode())
+        except TimeoutError:
+            continue
+        if until in messages[-1]:
+            break
+    return messages
+
+
+def test_sd_notify_ready_watchdog_stopping(
+    server: ForgeServer, model: LLMServer, tmp_path: Path, notify_socket: tuple[socket.socket, str]
+) -> None:
+    sock, path = notify_socket
+    config = write_config(tmp_path, server, model)
+    env = {**bot_env(), "NOTIFY_SOCKET": path, "WATCHDOG_USEC": "400000"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot", "run", "-c", str(config)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready = receive(sock, "READY=1", 30)
+        assert any("READY=1" in m for m in ready), ready
+        assert any(m.startswith("READY=1\nSTATUS=") for m in ready)
+        pings = receive(sock, "never", 1.5)
+        assert sum("WATCHDOG=1" in m for m in pings) >= 3
+        assert any("STATUS=0 tasks running; last poll" in m for m in pings)
+        proc.send_signal(signal.SIGTERM)
+        stopping = receive(sock, "STOPPING=1", 10)
+        assert any("STOPPING=1" in m for m in stopping)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def health_config(tmp_path: Path) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"state_dir: {tmp_path}\npoll_interval_seconds: 10\n"
+        "github: {token: x, repositories: [a/b]}\nhealth: {max_missed_polls: 3}\n"
+    )
+    return path
+
+
+def test_healthcheck_fresh_stale_failing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = health_config(tmp_path)
+    assert main(["healthcheck", "-c", str(config)]) == 1
+    assert "no heartbeat" in capsys.readouterr().out
+
+    now = [1000.0]
+    writer = HeartbeatWriter(tmp_path, clock=lambda: now[0])
+    writer.poll(ok=True, running=2)
+    os.utime(tmp_path / "heartbeat")
+    real = time.time()
+    writer.clock = lambda: real  # fresh, successful
+    writer.poll(ok=True, running=2)
+    assert main(["healthcheck", "-c", str(config)]) == 0
+    assert capsys.readouterr().out.startswith("ok: heartbeat")
+
+    writer.clock = lambda: real - 100  # stale: 100 s > 3 x 10 s
+    writer.write()
+    assert main(["healthcheck", "-c", str(config)]) == 1
+    assert "old (limit 30s)" in capsys.readouterr().out
+
+    writer.clock = lambda: real - 40  # failing for 40 s, heartbeat itself fresh
+    writer.poll(ok=False, error="AuthError: GitHub rejected the token (401)")
+    writer.clock = lambda: real
+    writer.poll(ok=False, error="AuthError: GitHub rejected the token (401)")
+    assert main(["healthcheck", "-c", str(config)]) == 1
+    assert "polls have failed for 40s: AuthError" in capsys.readouterr().out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_metrics_endpoint_is_scraped(rig: Rig) -> None:
+    from bot.daemon import Daemon
+    from bot.forge.factory import build_sources
+    from bot.llm.factory import build_llm
+    from bot.metrics import Metrics
+
+    rig.issue(title="Say hi", body="nothing to change")
+    rig.comment(rig.forge.world.all_threads()[0], "hello")
+    rig.model.policy = lambda req: {"tool_calls": [("finish", {"summary": "done"})]}
+    metrics = Metrics()
+    port = free_port()
+    metrics.serve(f"127.0.0.1:{port}")
+    settings = rig.settings
+    daemon = Daemon(
+        settings,
+        build_sources(settings, rig.stop, metrics),
+        build_llm(settings.llm),
+        rig.stop,
+        metrics,
+    )
+    daemon.initialize()
+    try:
+        daemon.run_once()
+    finally:
+        daemon.close()
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    platform = rig.platform
+    assert re.search(rf'bot_polls_total{{platform="{platform}",result="ok"}} 1\.0', text)
+    assert re.search(rf'bot_api_requests_total{{outcome="ok",platform="{platform}"}} \d+', text)
+    assert re.search(rf'bot_rate_limit_remaining{{platform="{platform}"}} \d+', text)
+    assert 'bot_tasks{status="done"} 1.0' in text and 'bot_tasks{status="running"} 0.0' in text
+    assert re.search(r'bot_llm_tokens_total{kind="prompt"} [1-9]', text)
+    assert "bot_comment_delivery_seconds_bucket" in text
+    documented = (ROOT / "docs" / "log-events.md").read_text()
+    for name in set(
+        re.findall(
+            r"^(bot_[a-z_]+?)(?:_total|_bucket|_count|_sum|_created)?[{ ]", text, re.MULTILINE
+        )
+    ):
+        assert f"`{name}`" in documented, name
+
+
+def test_sandbox_until_done_exits_0() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "sandbox", "--until-done"],
+        capture_output=True,
+        text=True,
+        env=bot_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "sandbox: all demo tasks done" in done.stdout
+    assert "Draft change request" in done.stdout
+
+
+def test_dockerfile_properties() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    froms = re.findall(r"^FROM (\S+)", text, re.MULTILINE)
+    assert len(froms) == 2 and all(
+        re.fullmatch(r"python:\d+\.\d+\.\d+-slim-\w+( AS \w+)?", f) for f in froms
+    )
+    assert "RUN sh scripts/install-venv /opt/venv ." in text  # the same script `make` runs
+    assert re.search(r"^USER 10001:10001$", text, re.MULTILINE)
+    assert "tini" in text and 'ENTRYPOINT ["/usr/bin/tini", "--", "bot"]' in text
+    assert 'CMD ["run", "-c", "/config/config.yaml"]' in text
+    assert "PYTHONUNBUFFERED=1" in text and 'VOLUME ["/data"]' in text
+    assert re.search(
+        r'HEALTHCHECK .*\n\s+CMD \["bot", "healthcheck", "-c", "/config/config.yaml"\]', text
+    )
+    makefile = (ROOT / "Makefile").read_text()
+    assert "sh scripts/install-venv $(VENV)" in makefile
+
+
+def test_systemd_unit_properties() -> None:
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]
+    unit.read(ROOT / "systemd" / "coding-agent-bot.service")
+    service = unit["Service"]
+    assert service["Type"] == "notify" and "WatchdogSec" in service
+    assert int(service["TimeoutStopSec"]) >= 30 and service["Restart"] == "on-failure"
+    for key in ("DynamicUser", "ProtectHome", "PrivateTmp", "NoNewPrivileges"):
+        assert service[key] == "yes"
+    assert service["ProtectSystem"] == "strict" and service["StateDirectory"] == "coding-agent-bot"
+    assert (
+        service["SystemCallFilter"] == "@system-service" and service["CapabilityBoundingSet"] == ""
+    )
+    assert "LoadCredential" in service and "RestrictAddressFamilies" in service
+    assert "StartLimitBurst" in unit["Unit"]
+
+
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed"
+)
+def test_systemd_unit_verifies(tmp_path: Path) -> None:
+    unit = (ROOT / "systemd" / "coding-agent-bot.service").read_text()
+    fake_bot = tmp_path / "bot"
+    fake_bot.write_text("#!/bin/sh\n")
+    fake_bot.chmod(0o755)
+    target = tmp_path / "coding-agent-bot.service"
+    target.write_text(unit.replace("/opt/coding-agent-bot/.venv/bin/bot", str(fake_bot)))
+    done = subprocess.run(
+        ["systemd-analyze", "verify", str(target)], capture_output=True, text=True, check=False
+    )
+    problems = [
+        line
+        for line in done.stderr.splitlines()
+        if str(target) in line or "coding-agent-bot" in line
+    ]
+    assert done.returncode == 0 or not problems, done.stderr
