@@ -13,7 +13,7 @@ The seed design lost comments in several ways; this one:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -62,7 +62,11 @@ class CommentDetectionManager:
         identity: Identity,
         trust: Trust,
         conversation: Conversation,
+        shorten: Callable[[str], str] = lambda text: text,
     ) -> None:
+        # `shorten` caps one comment's text (a 1 MB comment must not push everything else
+        # out of the model's window); the cut says how much was left out.
+        self.shorten = shorten
         self.forge = forge
         self.key = key
         self.identity = identity
@@ -135,12 +139,13 @@ class CommentDetectionManager:
     def format_comment_message(self, comments: Sequence[NewComment]) -> str:
         if len(comments) == 1:
             item = comments[0]
-            return f"[New Comment from @{item.comment.author}{_tag(item)}]:\n{_body(item)}"
+            body = _body(item, self.shorten)
+            return f"[New Comment from @{item.comment.author}{_tag(item)}]:\n{body}"
         lines = ["[New Comments Detected]:"]
         for n, item in enumerate(comments, start=1):
             stamp = format_time(item.comment.created_at)
             lines.append(f"Comment {n} from @{item.comment.author}{_tag(item)} ({stamp}):")
-            lines.append(_body(item))
+            lines.append(_body(item, self.shorten))
             lines.append("")
         return "\n".join(lines)
 
@@ -185,8 +190,8 @@ def _tag(item: NewComment) -> str:
     return f" ({'; '.join(tags)})" if tags else ""
 
 
-def _body(item: NewComment) -> str:
-    body = item.comment.body.replace("\x00", "")
+def _body(item: NewComment, shorten: Callable[[str], str]) -> str:
+    body = shorten(item.comment.body.replace("\x00", ""))
     if item.trusted:
         return body
     # Quoted line by line so no line of outsider text can pass for our own framing.

@@ -8,8 +8,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bot.log import get_logger
 from bot.state import atomic_write
 
+log = get_logger(__name__)
 HEARTBEAT = "heartbeat"
 
 
@@ -43,7 +45,12 @@ class HeartbeatWriter:
 
     def write(self) -> None:
         self.beat.at = self.clock()
-        atomic_write(self.path, json.dumps(asdict(self.beat)).encode())
+        try:
+            atomic_write(self.path, json.dumps(asdict(self.beat)).encode())
+        except OSError as exc:
+            # A full or read-only disk must not stop the daemon; the stale heartbeat is
+            # exactly what `bot healthcheck` will then report.
+            log.error("heartbeat_write_failed", error=f"{type(exc).__name__}: {exc.strerror}")
 
 
 def check(state_dir: Path, poll_interval: float, max_missed: int, now: float) -> tuple[bool, str]:

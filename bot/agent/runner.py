@@ -123,8 +123,16 @@ class _Run:
         self.labels: frozenset[str] = frozenset()
         access = self.settings.access
         trust = Trust(frozenset(u.lower() for u in access.allowed_users), access.untrusted_comments)
+        cap = max(
+            256, (self.settings.llm.context_window - self.settings.llm.reserve_output_tokens) // 4
+        )
         self.detector = CommentDetectionManager(
-            self.forge, key, deps.identity, trust, self.conversation
+            self.forge,
+            key,
+            deps.identity,
+            trust,
+            self.conversation,
+            shorten=lambda text: truncate(text, cap, deps.counter),
         )
         self.poster = Poster(self.forge, key, deps.identity.login, self.store, self.state)
         self.thread: Thread | None = None

@@ -34,10 +34,15 @@ class TokenCounter:
         self.count = functools.lru_cache(maxsize=65536)(self._count)
 
     def _count(self, text: str) -> int:
-        return len(self._encoding.encode(text, disallowed_special=()))
+        return len(self.encode(text))
 
     def encode(self, text: str) -> list[int]:
-        tokens: list[int] = self._encoding.encode(text, disallowed_special=())
+        """Exact tokens, except that runs of >200 non-space characters are encoded in 100-char
+        chunks: pure-Python BPE is quadratic in the length of one piece, and a hostile 1 MB
+        word must not hang a worker. Chunking can only add tokens, so limits stay safe."""
+        tokens: list[int] = []
+        for chunk in _chunks(text):
+            tokens.extend(self._encoding.encode(chunk, disallowed_special=()))
         return tokens
 
     def decode(self, tokens: list[int]) -> str:
@@ -58,6 +63,24 @@ class TokenCounter:
 
     def tools(self, tools: list[dict[str, Any]]) -> int:
         return self.count(json.dumps(tools, separators=(",", ":"))) if tools else 0
+
+
+_LONG_RUN = re.compile(r"\S{200,}")
+CHUNK = 100
+
+
+def _chunks(text: str) -> list[str]:
+    if len(text) < 200 or not _LONG_RUN.search(text):
+        return [text]
+    out: list[str] = []
+    position = 0
+    for match in _LONG_RUN.finditer(text):
+        out.append(text[position : match.start()])
+        run = match.group(0)
+        out.extend(run[i : i + CHUNK] for i in range(0, len(run), CHUNK))
+        position = match.end()
+    out.append(text[position:])
+    return [piece for piece in out if piece]
 
 
 _PIECE = re.compile(

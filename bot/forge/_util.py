@@ -83,3 +83,11 @@ class TTLCache(Generic[K, V]):
 
     def put(self, key: K, value: V) -> None:
         self._lru.put(key, (self._clock() + self._ttl, value))
+
+
+def clean_text(text: str | None) -> str:
+    """Text from a forge, safe to store and log: lone surrogates (broken Unicode escapes in
+    JSON) replaced, NUL bytes removed."""
+    if not text:
+        return ""
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlencode
 import requests
 from github import Auth, Github, GithubException
 
-from bot.forge._util import LRU, TTLCache, format_time, next_link, parse_time
+from bot.forge._util import LRU, TTLCache, clean_text, format_time, next_link, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
@@ -125,8 +125,8 @@ class GitHubForge:
         base = pull.get("base") or {}
         return Thread(
             key=key,
-            title=issue["title"],
-            body=issue.get("body") or "",
+            title=clean_text(issue["title"]),
+            body=clean_text(issue.get("body")),
             author=(issue.get("user") or {}).get("login", ""),
             state=issue["state"],
             labels=frozenset(label["name"] for label in issue.get("labels", [])),
@@ -322,7 +322,7 @@ class GitHubForge:
         return Comment(
             id=f"{prefix}:{item['id']}",
             author=login,
-            body=item.get("body") or "",
+            body=clean_text(item.get("body")),
             created_at=parse_time(item["created_at"]),
             updated_at=parse_time(item["updated_at"]),
             permission=Permission.NONE if is_bot or not login else self.permission(repo, login),

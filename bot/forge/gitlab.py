@@ -21,7 +21,7 @@ import gitlab
 import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
-from bot.forge._util import TTLCache, format_time, parse_time
+from bot.forge._util import TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
@@ -199,8 +199,8 @@ class GitLabForge:
         data = dict(self._call("get_thread", partial(manager.get, key.number)).attributes)
         return Thread(
             key=key,
-            title=data["title"],
-            body=data.get("description") or "",
+            title=clean_text(data["title"]),
+            body=clean_text(data.get("description")),
             author=(data.get("author") or {}).get("username", ""),
             state="open" if data["state"] == "opened" else data["state"],
             labels=frozenset(data.get("labels") or []),
@@ -366,7 +366,7 @@ class GitLabForge:
         return Comment(
             id=str(note["id"]),
             author=login,
-            body=note.get("body") or "",
+            body=clean_text(note.get("body")),
             created_at=parse_time(note["created_at"]),
             updated_at=parse_time(note.get("updated_at") or note["created_at"]),
             permission=Permission.NONE if is_bot or not login else self.permission(repo, login),
