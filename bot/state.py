@@ -276,9 +276,12 @@ class DaemonLock:
             raise StateError(
                 f"state dir {self.path.parent} is in use by another daemon (pid {holder})"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            pass  # the pid is for the "in use" message only; a full disk must not stop us
 
     def release(self) -> None:
         if self._fd is not None:

@@ -20,7 +20,12 @@ from tests.conftest import BOT_TOKEN, REPO
 
 
 def config_text(
-    forge: ForgeServer, model: LLMServer, state_dir: Path, extra: str = "", llm: str = ""
+    forge: ForgeServer,
+    model: LLMServer,
+    state_dir: Path,
+    extra: str = "",
+    llm: str = "",
+    forge_timeout: float = 30,
 ) -> str:
     return f"""
 state_dir: {state_dir}
@@ -31,7 +36,12 @@ github:
   token: {BOT_TOKEN}
   repositories: [{REPO}]
   seconds_between_writes: 0
-gitlab: {{url: "{forge.url}", token: {BOT_TOKEN}, projects: [{REPO}]}}
+  timeout_seconds: {forge_timeout}
+gitlab:
+  url: "{forge.url}"
+  token: {BOT_TOKEN}
+  projects: [{REPO}]
+  timeout_seconds: {forge_timeout}
 llm: {{base_url: "{model.url}", model: scripted-model, max_retries: 1{llm}}}
 access: {{ignore_authors: ["github-actions[bot]", "renovate"]}}
 {extra}
@@ -46,13 +56,19 @@ class Rig:
     state_dir: Path
     extra_config: str = ""
     llm_options: str = ""  # e.g. ", max_steps: 2"
+    forge_timeout: float = 30
     stop: threading.Event = field(default_factory=threading.Event)
 
     @property
     def settings(self) -> Settings:
         return parse_settings(
             config_text(
-                self.forge, self.model, self.state_dir, self.extra_config, self.llm_options
+                self.forge,
+                self.model,
+                self.state_dir,
+                self.extra_config,
+                self.llm_options,
+                self.forge_timeout,
             ),
             {},
         )

@@ -69,7 +69,9 @@ class Route:
 
 @dataclass
 class Fault:
-    """One scripted failure. `kind`: "status", "reset" (connection dropped) or "timeout"."""
+    """One scripted failure. `kind`: "status", "reset" (connection dropped before handling),
+    "timeout" (no answer for `delay` seconds), or "drop" (the request takes effect, then the
+    connection drops: the client cannot know it succeeded)."""
 
     kind: str = "status"
     status: int = 503
@@ -224,7 +226,7 @@ class ForgeServer:
                     fault.times -= 1
                     return fault
             if self.random_fault_rate and self._random.random() < self.random_fault_rate:
-                kind = self._random.choice(["500", "502", "503", "reset", "timeout"])
+                kind = self._random.choice(["500", "502", "503", "reset", "timeout", "drop"])
                 if kind.isdigit():
                     return Fault(status=int(kind), body={"message": "injected"})
                 return Fault(kind=kind, delay=self.random_fault_delay)
@@ -341,6 +343,13 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
             platform = "gitlab" if path.startswith("/api/v4/") else "github"
             conditional = "If-None-Match" in self.headers
             fault = server.pick_fault(platform, method, path)
+            if fault is not None and fault.kind == "drop":
+                self._handle(method, path, query, raw, platform)  # it happens, unanswered
+                now = time.monotonic()
+                record = RecordedRequest(platform, method, path, query, 0, now, conditional)
+                server.record(record)
+                self._reset()
+                return
             if fault is not None and fault.kind in ("reset", "timeout"):
                 server.record(
                     RecordedRequest(platform, method, path, query, 0, time.monotonic(), conditional)
