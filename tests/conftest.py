@@ -90,3 +90,29 @@ def rig(server: ForgeServer, model: Any, platform: str, tmp_path: Any) -> Any:
     from tests.rig import Rig
 
     return Rig(server, model, platform, tmp_path / "state")
+
+
+SECRETS = (BOT_TOKEN, ALICE_TOKEN)
+
+
+@pytest.fixture(autouse=True)
+def no_secret_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After every test: no known fake token in any file the test wrote, or any comment."""
+    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    srv = request.getfixturevalue("server") if "server" in request.fixturenames else None
+    yield
+    if root is not None:
+        for path in root.rglob("*"):
+            if path.is_file() and not path.is_symlink() and path.stat().st_size < 8 * 1024 * 1024:
+                data = path.read_bytes()
+                for secret in SECRETS:
+                    if path.suffix not in (".yaml",):  # the test's own config holds tokens
+                        assert secret.encode() not in data, f"token leaked into {path}"
+    if srv is not None:
+        world = srv.world
+        for thread in world.all_threads():
+            texts = [thread.body, *(c.body for c in thread.comments)]
+            if thread.change is not None:
+                texts.append(thread.change.body)
+            for secret in SECRETS:
+                assert all(secret not in text for text in texts), "token leaked into the thread"
