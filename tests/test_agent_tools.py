@@ -5,12 +5,14 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from bot.agent.repo_tools import repo_tools
-from bot.agent.snapshot import Limits, extract
+from bot.agent.snapshot import Limits, extract, snapshot
 from bot.agent.tools import Toolbox, finish_tool
 from bot.agent.workspace import Workspace
 from bot.context.tokens import TokenCounter
@@ -173,3 +175,26 @@ def test_file_count_cap(tmp_path: Path) -> None:
     skipped = extract(archive, dest, Limits(max_files=10))
     assert len(list(dest.iterdir())) == 10
     assert any("cap reached" in s for s in skipped)
+
+
+class SlowArchives:
+    """Just enough of a Forge for `snapshot`: a slow archive download, counted."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.downloads = 0
+        self.source = make_archive(tmp, [("file", "top/a.txt", "a"), ("file", "top/b/c.txt", "c")])
+
+    def download_archive(self, repo: str, sha: str, dest: Path) -> None:
+        self.downloads += 1
+        time.sleep(0.2)
+        dest.write_bytes(self.source.read_bytes())
+
+
+def test_concurrent_workers_share_one_snapshot_download(tmp_path: Path) -> None:
+    forge = SlowArchives(tmp_path)
+    cache = tmp_path / "cache"
+    with ThreadPoolExecutor(8) as pool:
+        roots = list(pool.map(lambda _: snapshot(forge, "a/b", "abc123", cache), range(8)))  # type: ignore[arg-type]
+    assert forge.downloads == 1
+    assert len(set(roots)) == 1 and (roots[0] / "b" / "c.txt").read_text() == "c"
+    assert [p.name for p in (cache / "snapshots").iterdir()] == ["abc123"]  # no partial leftovers

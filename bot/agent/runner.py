@@ -104,8 +104,13 @@ class TaskRunner:
                 log.warning("task_interrupted", reason="forge", error=str(exc), status=exc.status)
                 return Outcome.INTERRUPTED
             except OSError as exc:
-                # Disk full or read-only state dir: the previous state file is intact.
-                log.error("state_save_failed", error=f"{type(exc).__name__}: {exc.strerror}")
+                # Disk full or read-only state dir: the previous state file is intact (atomic
+                # writes), and the task resumes from it once the disk is usable again.
+                log.error(
+                    "state_save_failed",
+                    error=f"{type(exc).__name__}: {exc.strerror}",
+                    path=str(exc.filename or ""),
+                )
                 return Outcome.INTERRUPTED
             log.info("task_outcome", outcome=outcome.value)
             return outcome

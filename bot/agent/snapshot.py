@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
+import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -34,15 +36,29 @@ class SnapshotError(Exception):
     """The archive could not be used (corrupt, not a tarball)."""
 
 
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
 def snapshot(forge: Forge, repo: str, sha: str, cache: Path, limits: Limits = Limits()) -> Path:
-    """The extracted tree of `repo` at `sha`, from the cache when it is there."""
+    """The extracted tree of `repo` at `sha`, from the cache when it is there.
+
+    Workers on the same commit wait for one download instead of racing each other.
+    """
     target = cache / "snapshots" / sha
     if (target / COMPLETE).exists():
         return target
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(sha, threading.Lock())
+    with lock:
+        if (target / COMPLETE).exists():
+            return target
+        return _download(forge, repo, sha, cache, target, limits)
+
+
+def _download(forge: Forge, repo: str, sha: str, cache: Path, target: Path, limits: Limits) -> Path:
     cache.joinpath("snapshots").mkdir(parents=True, exist_ok=True)
-    work = cache / "snapshots" / f".{sha}.{os.getpid()}.partial"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
+    work = Path(tempfile.mkdtemp(prefix=f".{sha}.", suffix=".partial", dir=cache / "snapshots"))
     archive = work.with_suffix(".tar.gz")
     try:
         forge.download_archive(repo, sha, archive)
