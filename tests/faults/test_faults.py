@@ -44,8 +44,9 @@ def test_random_faults_on_20_percent_of_requests_across_10_tasks(rig: Rig) -> No
     rig.forge.random_fault_delay = 1.5
     for _ in range(30):
         rig.run_once()
-        if all(rig.state(t).status is Status.DONE for t in threads if _has_state(rig, t)) and all(
-            _has_state(rig, t) for t in threads
+        # Done on disk first; a label change that failed is made at a later cycle.
+        if all(_has_state(rig, t) and rig.state(t).status is Status.DONE for t in threads) and all(
+            t.labels == ["coding agent done"] for t in threads
         ):
             break
     rig.forge.random_fault_rate = 0.0
