@@ -9,6 +9,8 @@ without conditional requests, and every comment check fetches the whole comment 
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 
 import requests
 
@@ -62,6 +64,46 @@ def measure(server: ForgeServer, action: object) -> tuple[int, int]:
     return total, total - server.count(status=304)
 
 
+def full_task(naive: bool) -> tuple[int, int]:
+    """Requests for one task: 4 model steps, 150 comments already on the thread."""
+    from bench._harness import REPO as BENCH_REPO
+    from bench._harness import TOKEN as BENCH_TOKEN
+    from bench._harness import daemon, seed, settings
+    from bench.naive import NaiveGitHubForge
+    from bot.forge.factory import Source
+    from bot.sandbox.llm_server import LLMServer, stepping_policy
+
+    with (
+        ForgeServer() as server,
+        LLMServer(stepping_policy(steps=3)) as model,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        seed(server)
+        server.world.clock = StepClock()  # type: ignore[method-assign]
+        thread = server.world.add_thread(
+            "github", BENCH_REPO, title="task", labels=["coding agent"]
+        )
+        for n in range(150):
+            server.world.add_comment(
+                "github", BENCH_REPO, thread.number, f"comment {n}", author="alice"
+            )
+        cfg = settings(server, model, Path(tmp))
+        sources = None
+        if naive:
+            naive_forge = NaiveGitHubForge(
+                server.url, BENCH_TOKEN, watch_labels=LABELS, seconds_between_writes=0
+            )
+            sources = [Source(naive_forge, (BENCH_REPO,))]
+        d = daemon(cfg, sources)
+        server.clear_log()
+        try:
+            d.run_once()
+        finally:
+            d.close()
+        total = server.count()
+        return total, total - server.count(status=304)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repos", type=int, default=20)
@@ -86,9 +128,11 @@ def main() -> None:
             server, lambda: baseline_comment_check(server, names[0], thread_number)
         )
 
+    ours_task, base_task = full_task(naive=False), full_task(naive=True)
     rows = [
         (f"idle poll cycle ({args.repos} repos x {args.issues} issues)", ours_cycle, base_cycle),
         (f"unchanged comment check ({args.comments} comments)", ours_check, base_check),
+        ("full task (4 model calls, 150 comments)", ours_task, base_task),
     ]
     print(
         f"{'measure':<52} {'ours req':>9} {'ours billed':>12} {'base req':>9} {'base billed':>12}"

@@ -97,6 +97,7 @@ class LLMServer:
         self.policy = policy or stepping_policy()
         self.script: list[Scripted] = []
         self.requests: list[dict[str, Any]] = []
+        self.arrived: list[float] = []  # time.monotonic() of each request, same order
         self.model = "scripted-model"
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
@@ -128,6 +129,7 @@ class LLMServer:
     def next_answer(self, request: dict[str, Any]) -> Scripted:
         with self._lock:
             self.requests.append(request)
+            self.arrived.append(time.monotonic())
             if self.script:
                 return self.script.pop(0)
         reply = self.policy(request)
