@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bot.sandbox.forge_server import ForgeServer
 from tests.conftest import BOT_TOKEN, REPO
 
@@ -61,3 +63,23 @@ def test_run_once_with_a_bad_token_exits_1_without_leaking_it(
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert any(e["event"] == "forge_auth_failed" for e in events)
     assert bad not in done.stdout + done.stderr
+
+
+def test_status_lists_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.cli import main
+    from bot.state import StateStore, Status, TaskState
+
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"state_dir: {tmp_path / 'state'}\ngithub: {{token: x, repositories: [a/b]}}\n"
+    )
+    assert main(["status", "-c", str(config)]) == 0
+    assert "no tasks" in capsys.readouterr().out
+    store = StateStore(tmp_path / "state")
+    store.save(TaskState(key="github:a/b#1", status=Status.PAUSED, step=4))
+    store.save(TaskState(key="gitlab:g/p!2", status=Status.DONE, step=9, run=2))
+    assert main(["status", "-c", str(config)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["task", "status", "run", "step", "tokens"]
+    rows = {line.split()[0]: line.split()[1:4] for line in lines[1:]}
+    assert rows == {"github:a/b#1": ["paused", "1", "4"], "gitlab:g/p!2": ["done", "2", "9"]}

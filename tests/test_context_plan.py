@@ -209,3 +209,30 @@ def test_bot_context_rejects_a_bad_reference(
 ) -> None:
     assert main(["context", "nonsense", "-c", str(config(tmp_path, server))]) == 2
     assert "not a task reference" in capsys.readouterr().err
+
+
+def test_change_request_diff_per_file_with_a_floor(tmp_path: Path) -> None:
+    base_root, head_root = tmp_path / "base", tmp_path / "head"
+    for root in (base_root, head_root):
+        (root / "src").mkdir(parents=True)
+    for n in range(12):
+        (base_root / "src" / f"m{n}.py").write_text("".join(f"line {i}\n" for i in range(300)))
+        (head_root / "src" / f"m{n}.py").write_text(
+            "".join(f"line {i} changed\n" for i in range(300))
+        )
+    (head_root / "src" / "new.py").write_text("print('new')\n")
+    key = TaskKey(Platform.GITHUB, REPO, Kind.PULL, 2)
+    pr = Thread(
+        key, "Change things", "Please review", "alice", "open", frozenset(), frozenset(), T0, T0
+    )
+    opening = initial_context(
+        pr, [], Workspace(head_root, {}), COUNTER, 4000, base=Workspace(base_root, {})
+    )
+    diffs = {c.source: c for c in opening.plan.choices if c.section == "diff"}
+    assert set(diffs) == {f"diff src/m{n}.py" for n in range(12)} | {"diff src/new.py"}
+    assert diffs["diff src/new.py"].grain is Grain.FULL
+    assert any(c.grain is Grain.SUMMARY for c in diffs.values())  # cut to the floor
+    assert any(c.grain is Grain.EXCLUDED for c in diffs.values())  # listed, not shown
+    assert "## Changes in this request" in opening.text and "+print('new')" in opening.text
+    assert "diff src/m" in opening.text.split("Left out (over budget):")[1]
+    assert COUNTER.count(opening.text) <= 4000

@@ -15,7 +15,6 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from importlib import resources
 from typing import NoReturn
 
 import structlog
@@ -51,6 +50,7 @@ from bot.llm.base import LLMClient, LLMError, LLMFatal, LLMReply, Message, ToolC
 from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.posting import Poster
+from bot.prompts import load_prompt
 from bot.state import StateStore, Status, TaskState
 
 log = get_logger(__name__)
@@ -81,10 +81,6 @@ class Deps:
     counter: TokenCounter
     stop: threading.Event
     metrics: Metrics = field(default_factory=Metrics)
-
-
-def load_prompt(name: str) -> str:
-    return resources.files("bot.prompts").joinpath(name).read_text(encoding="utf-8")
 
 
 class TaskRunner:
@@ -155,6 +151,16 @@ class _Run:
             budget = self.settings.agent.tool_result_tokens
             tools += repo_tools(self._workspace, self.deps.counter, budget)
         return Toolbox(tools)
+
+    def _target_workspace(self, thread: Thread) -> Workspace | None:
+        """For a pull/merge request: its target branch, to show the request's diff."""
+        if not self.key.is_change_request or not thread.base_ref:
+            return None
+        head = self.forge.resolve_branch(self.key.repo, thread.base_ref)
+        if head is None or head.sha == self.state.base_sha:
+            return None
+        root = snapshot(self.forge, self.key.repo, head.sha, self.settings.state_dir / "cache")
+        return Workspace(root, {})
 
     def workspace(self) -> Workspace:
         """The pinned snapshot (cached by SHA) with this task's changeset on top."""
@@ -269,6 +275,7 @@ class _Run:
             counter,
             max(room // 2, 128),
             previous=self.state.previous_summary,
+            base=self._target_workspace(thread),
         )
         log.info("context_plan", **opening.plan.log_fields())
         self.conversation.append({"role": "system", "content": system, "kind": "system"})

@@ -6,13 +6,14 @@ No other code trims text for the model: tools use `budget.truncate`, the history
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.agent.workspace import Workspace, WorkspaceError, is_binary
 from bot.comments import NewComment
-from bot.context.budget import close_fences, shorten_list, truncate
+from bot.context.budget import close_fences, fence_for, shorten_list, truncate
 from bot.context.plan import Candidate, ContextPlan, Grain, Reason, plan
 from bot.context.render import (
     NumberedComment,
@@ -64,7 +65,9 @@ def initial_context(
     counter: TokenCounter,
     budget: int,
     previous: str | None = None,
+    base: Workspace | None = None,
 ) -> OpeningContext:
+    """`base`: the target branch's snapshot, for a pull/merge request's diff."""
     numbered = [NumberedComment(n, c.comment, c.trusted) for n, c in enumerate(comments, start=1)]
     candidates = _thread_candidates(thread, numbered, previous)
     people_text = "\n".join(
@@ -72,6 +75,8 @@ def initial_context(
     )
     if workspace is not None:
         candidates += _repository_candidates(workspace, people_text)
+        if base is not None:
+            candidates += _diff_candidates(base, workspace, counter)
     # Headings, the legend and the "left out" list are not in the plan: plan for less, and
     # plan again with the measured overshoot until the rendered text fits.
     reserve = 128
@@ -175,6 +180,42 @@ def _repository_candidates(workspace: Workspace, people_text: str) -> list[Candi
     return out
 
 
+DIFF_FLOOR = 200  # tokens every changed file gets before any file gets more
+
+
+def _diff_candidates(base: Workspace, head: Workspace, counter: TokenCounter) -> list[Candidate]:
+    """One candidate per changed file: the whole diff, or its first DIFF_FLOOR tokens."""
+    before = {e.path: e for e in base.files()}
+    after = {e.path: e for e in head.files()}
+    out = []
+    for n, path in enumerate(sorted(set(before) | set(after))):
+        old = _read(base, path) if path in before else ""
+        new = _read(head, path) if path in after else ""
+        if old is None or new is None:
+            if path not in before or path not in after or base.read(path) != head.read(path):
+                out.append(_binary_change(path, n))
+            continue
+        if old == new:
+            continue
+        lines = list(
+            difflib.unified_diff(
+                old.splitlines(), new.splitlines(), f"a/{path}", f"b/{path}", lineterm="", n=3
+            )
+        )
+        text = "\n".join(lines)
+        fence = fence_for(text)
+        full = f"Diff of `{path}`:\n{fence}diff\n{text}\n{fence}"
+        floor = truncate(text, DIFF_FLOOR, counter)
+        summary = f"Diff of `{path}` (cut):\n{fence}diff\n{floor}\n{fence}"
+        out.append(Candidate(f"diff {path}", "diff", full, summary, Reason.EXPLICIT, rank=20 + n))
+    return out
+
+
+def _binary_change(path: str, n: int) -> Candidate:
+    text = f"`{path}`: binary file changed"
+    return Candidate(f"diff {path}", "diff", text, text, Reason.EXPLICIT, rank=20 + n)
+
+
 def _file_candidate(
     path: str, text: str, reason: Reason, rank: int, prefer_summary: bool
 ) -> Candidate:
@@ -231,6 +272,10 @@ def _render(chosen: ContextPlan, numbered: Sequence[NumberedComment]) -> str:
         parts.append("## Comments")
         parts += [by_source[f"comment ({i.number})"].text for i in shown]
         parts.append(legend(shown))
+    diffs = [c for c in chosen.choices if c.section == "diff" and c.grain is not Grain.EXCLUDED]
+    if diffs:
+        parts.append("## Changes in this request")
+        parts += [c.text for c in diffs]
     repository = [
         c for c in chosen.choices if c.section == "repository" and c.grain is not Grain.EXCLUDED
     ]

@@ -29,6 +29,12 @@ def preview(
     ]
     shown = [c for c in comments if c.trusted or trust.untrusted == "quote"]
     sha, _target = pin(forge, thread)
-    root = snapshot(forge, key.repo, sha, Path(settings.state_dir) / "cache")
+    cache = Path(settings.state_dir) / "cache"
+    root = snapshot(forge, key.repo, sha, cache)
     budget = (settings.llm.context_window - settings.llm.reserve_output_tokens) // 2
-    return initial_context(thread, shown, Workspace(root, {}), counter, budget)
+    base = None
+    if key.is_change_request and thread.base_ref:
+        target = forge.resolve_branch(key.repo, thread.base_ref)
+        if target is not None and target.sha != sha:
+            base = Workspace(snapshot(forge, key.repo, target.sha, cache), {})
+    return initial_context(thread, shown, Workspace(root, {}), counter, budget, base=base)

@@ -17,16 +17,11 @@ from typing import Any, Literal
 import openai
 
 from bot.llm.base import LLMError, LLMFatal, LLMReply, Message, ToolCall, ToolSpec
+from bot.prompts import load_prompt
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
-PROMPT_TOOLS_HEADER = """
-You cannot call functions natively. To use a tool, answer with exactly one fenced JSON block:
-```json
-{"tool": "<name>", "arguments": {...}}
-```
-Available tools (JSON schema of the arguments):
-"""
+PROMPT_TOOLS_HEADER = load_prompt("tools_fallback.md")
 
 
 class OpenAIClient:

@@ -47,7 +47,7 @@ class Killer:
             self.kills += 1
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_sigkill_at_random_moments_loses_and_repeats_nothing(
     server: ForgeServer, model: LLMServer, platform: str, tmp_path: Path
 ) -> None:
