@@ -14,6 +14,7 @@ from pathlib import Path
 
 import requests
 
+from bot import log
 from bot.forge.github import GitHubForge
 from bot.forge.types import Kind, Platform, TaskKey
 from bot.sandbox.forge_server import ForgeServer
@@ -110,6 +111,7 @@ def main() -> None:
     parser.add_argument("--issues", type=int, default=50)
     parser.add_argument("--comments", type=int, default=1000)
     args = parser.parse_args()
+    log.configure("error")
     with ForgeServer() as server:
         names = seed(server, args.repos, args.issues, args.comments)
         forge = GitHubForge(server.url, TOKEN, watch_labels=LABELS, seconds_between_writes=0)

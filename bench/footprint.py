@@ -40,7 +40,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             config = Path(tmp) / "c.yaml"
             config.write_text(
-                f"state_dir: {tmp}/state\nmax_concurrent_tasks: 8\nlog_level: warning\n"
+                f"state_dir: {tmp}/state\nmax_concurrent_tasks: 8\npoll_interval_seconds: 5\n"
                 f"github: {{api_url: '{forge.url}', token: {TOKEN}, repositories: [{REPO}]}}\n"
                 f"llm: {{base_url: '{model.url}', model: m, max_steps: 100}}\n"
             )

@@ -46,6 +46,8 @@ def test_counts_are_cached() -> None:
     counter = TokenCounter()
     text = "hello " * 1000
     counter.count(text)
-    hits = counter.count.cache_info().hits
+    hits = counter._cached.cache_info().hits
     counter.count(text)
-    assert counter.count.cache_info().hits == hits + 1
+    assert counter._cached.cache_info().hits == hits + 1
+    counter.count("x " * 10_000)  # long texts are counted, not kept
+    assert counter._cached.cache_info().currsize == 1

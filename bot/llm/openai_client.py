@@ -14,8 +14,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-import openai
-
 from bot.llm.base import LLMError, LLMFatal, LLMReply, Message, ToolCall, ToolSpec
 from bot.prompts import load_prompt
 
@@ -36,18 +34,30 @@ class OpenAIClient:
         tool_calling: Literal["native", "prompt"] = "native",
         max_output_tokens: int | None = None,
     ) -> None:
-        self._client = openai.OpenAI(
-            base_url=base_url,
+        self._options: dict[str, Any] = {
+            "base_url": base_url,
             # Local servers need no key, but the SDK insists on a value.
-            api_key=api_key or "not-needed",
-            timeout=timeout,
-            max_retries=max_retries,
-        )
+            "api_key": api_key or "not-needed",
+            "timeout": timeout,
+            "max_retries": max_retries,
+        }
+        self._client: Any = None
         self._model = model
         self._tool_calling = tool_calling
         self._max_output_tokens = max_output_tokens
 
+    def _sdk(self) -> Any:
+        # Imported and built on first use: the SDK costs ~20 MB an idle daemon does not need.
+        if self._client is None:
+            import openai
+
+            self._client = openai.OpenAI(**self._options)
+        return self._client
+
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> LLMReply:
+        import openai
+
+        client = self._sdk()
         kwargs: dict[str, Any] = {"model": self._model}
         if self._max_output_tokens:
             kwargs["max_tokens"] = self._max_output_tokens
@@ -58,7 +68,7 @@ class OpenAIClient:
         else:
             kwargs["messages"] = prompt_mode_messages(messages, tools)
         try:
-            response = self._client.chat.completions.create(**kwargs)
+            response = client.chat.completions.create(**kwargs)
         except openai.APIStatusError as exc:
             if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
                 raise LLMError(f"model endpoint error {exc.status_code} after retries") from None

@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from bot.sandbox.world import SUser, World
+from bot.sandbox.world import SCommit, SRepo, SUser, World, tarball
 
 
 class HttpError(Exception):
@@ -260,6 +260,16 @@ class ForgeServer:
     def used(self, token: str) -> int:
         with self._lock:
             return self._used.get(token, 0)
+
+
+def archive_response(repo: SRepo, commit: SCommit, prefix: str) -> Response:
+    """A .tar.gz of `commit` under `prefix/` (or the crafted archive a hostile test set)."""
+    data = (
+        repo.archive_override
+        if repo.archive_override is not None
+        else tarball(prefix, commit.files)
+    )
+    return Response(raw=data, headers={"Content-Type": "application/x-gzip"})
 
 
 class _QuietServer(ThreadingHTTPServer):

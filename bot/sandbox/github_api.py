@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from bot.sandbox.forge_server import HttpError, Request, Response, Route
+from bot.sandbox.forge_server import HttpError, Request, Response, Route, archive_response
 from bot.sandbox.world import (
     ROLES,
     SChangeRequest,
@@ -20,7 +20,6 @@ from bot.sandbox.world import (
     SRepo,
     SThread,
     SUser,
-    tarball,
     tree_sha,
 )
 
@@ -542,14 +541,7 @@ def routes(server: ForgeServer) -> list[Route]:
         commit = repo.resolve(m["sha"])
         if commit is None:
             raise HttpError(404, "Not Found")
-        if repo.archive_override is not None:
-            return Response(
-                raw=repo.archive_override, headers={"Content-Type": "application/x-gzip"}
-            )
-        prefix = f"{repo.path.replace('/', '-')}-{commit.sha[:7]}"
-        return Response(
-            raw=tarball(prefix, commit.files), headers={"Content-Type": "application/x-gzip"}
-        )
+        return archive_response(repo, commit, f"{repo.path.replace('/', '-')}-{commit.sha[:7]}")
 
     def get_ref(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from bot.sandbox.forge_server import HttpError, Request, Response, Route
+from bot.sandbox.forge_server import HttpError, Request, Response, Route, archive_response
 from bot.sandbox.world import (
     ROLES,
     SChangeRequest,
@@ -16,7 +16,6 @@ from bot.sandbox.world import (
     SRepo,
     SThread,
     SUser,
-    tarball,
 )
 
 if TYPE_CHECKING:
@@ -245,13 +244,8 @@ def routes(server: ForgeServer) -> list[Route]:
         commit = repo.resolve(req.query.get("sha") or repo.default_branch)
         if commit is None:
             raise HttpError(404, "404 Commit Not Found")
-        if repo.archive_override is not None:
-            return Response(
-                raw=repo.archive_override, headers={"Content-Type": "application/x-gzip"}
-            )
-        prefix = f"{repo.path.rsplit('/', 1)[-1]}-{commit.sha}-{commit.sha}"
-        return Response(
-            raw=tarball(prefix, commit.files), headers={"Content-Type": "application/x-gzip"}
+        return archive_response(
+            repo, commit, f"{repo.path.rsplit('/', 1)[-1]}-{commit.sha}-{commit.sha}"
         )
 
     def branch(req: Request, m: re.Match[str]) -> Response:
