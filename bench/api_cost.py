@@ -21,7 +21,14 @@ from bot.sandbox.forge_server import ForgeServer
 from bot.sandbox.world import StepClock
 
 TOKEN = "bench-token"
-LABELS = ("coding agent", "coding agent processing", "coding agent paused")
+LABELS = (  # what the daemon watches (bot.forge.factory.watched_labels)
+    "coding agent",
+    "coding agent processing",
+    "coding agent paused",
+    "coding agent done",
+    "coding agent failed",
+    "coding agent stopped",
+)
 
 
 def seed(server: ForgeServer, repos: int, issues: int, comments: int) -> list[str]:

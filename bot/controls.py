@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from bot.comments import NewComment
+from bot.comments import Identity, NewComment, Trust
 from bot.config import LabelSettings
+from bot.forge._util import format_time, parse_time
+from bot.forge.base import Forge
+from bot.forge.types import TaskKey
+from bot.state import TaskState
 
 _COMMAND = re.compile(r"^\s*/bot(?:\s+(pause|resume|stop|start))?\s*$", re.IGNORECASE)
 
@@ -31,17 +36,37 @@ def parse_command(body: str) -> Command | None:
     return None
 
 
-def split_commands(comments: Iterable[NewComment]) -> tuple[list[NewComment], list[Command]]:
-    """Separate commands (only from trusted writers, edits ignored) from conversation."""
-    talk: list[NewComment] = []
-    commands: list[Command] = []
+@dataclass(frozen=True)
+class Split:
+    talk: list[NewComment]  # for the model (a command's extra lines included)
+    commands: list[Command]  # oldest first
+    pure: list[NewComment]  # comments that were nothing but a command
+
+
+def split_commands(comments: Iterable[NewComment]) -> Split:
+    """Separate commands (only from trusted writers, edits ignored) from conversation.
+
+    `/bot pause` on its first line, more text below: the command is obeyed and the text is
+    still delivered, without the command line.
+    """
+    split = Split([], [], [])
     for item in comments:
         command = parse_command(item.comment.body) if item.trusted and not item.edited else None
         if command is None:
-            talk.append(item)
+            split.talk.append(item)
+            continue
+        split.commands.append(command)
+        rest = _after_command(item.comment.body)
+        if rest:
+            split.talk.append(replace(item, comment=replace(item.comment, body=rest)))
         else:
-            commands.append(command)
-    return talk, commands
+            split.pure.append(item)
+    return split
+
+
+def _after_command(body: str) -> str:
+    lines = body.strip().splitlines()
+    return "\n".join(lines[1:]).strip()
 
 
 class Decision(StrEnum):
@@ -67,3 +92,19 @@ def decide(
             return Decision.STOP
         pause = command is Command.PAUSE
     return Decision.PAUSE if pause else Decision.RUN
+
+
+def handed_back(
+    forge: Forge, key: TaskKey, state: TaskState, identity: Identity, trust: Trust
+) -> bool:
+    """Did a writer comment `/bot` (or `/bot resume`) on a finished task since it finished?"""
+    since = parse_time(state.comments_since) if state.comments_since else None
+    for comment in forge.list_comments(key, since=since):
+        seen = state.seen.get(comment.id)
+        if seen is not None and seen >= format_time(comment.updated_at):
+            continue
+        if comment.author_is_bot or identity.ignores(comment.author) or not trust.trusted(comment):
+            continue
+        if parse_command(comment.body) in (Command.START, Command.RESUME):
+            return True
+    return False

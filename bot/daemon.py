@@ -14,19 +14,21 @@ from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MISSED, JobExecutionEv
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.agent.runner import Deps, Outcome, TaskRunner
-from bot.comments import Identity
+from bot.comments import Identity, Trust
 from bot.config import Settings
 from bot.context.tokens import TokenCounter, encoding_for
+from bot.controls import handed_back
 from bot.discovery import discover
 from bot.dispatch import Job, plan_jobs
-from bot.forge.errors import AuthError
+from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import Source
+from bot.forge.types import TaskKey
 from bot.health import HeartbeatWriter
 from bot.llm.base import LLMClient
 from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.notify import Notifier
-from bot.state import DaemonLock, StateStore, Status, TaskBusy
+from bot.state import DaemonLock, StateStore, Status, TaskBusy, TaskState
 
 log = get_logger(__name__)
 
@@ -170,8 +172,25 @@ class Daemon:
             raise  # the job queue's error handler logs it with its traceback
         failed = ", ".join(result.failed_repos)
         self._record_poll(worker, ok=not failed, error=f"failed: {failed}" if failed else None)
-        for job in plan_jobs(result.tasks, self.store, self.settings.labels, platform):
+        jobs = plan_jobs(
+            result.tasks,
+            self.store,
+            self.settings.labels,
+            platform,
+            partial(self._handed_back, worker),
+        )
+        for job in jobs:
             self._submit(worker, job)
+
+    def _handed_back(self, worker: _Worker, key: TaskKey, state: TaskState) -> bool:
+        deps = worker.runner.deps
+        access = self.settings.access
+        trust = Trust(frozenset(u.lower() for u in access.allowed_users), access.untrusted_comments)
+        try:
+            return handed_back(worker.source.forge, key, state, deps.identity, trust)
+        except ForgeError as exc:
+            log.warning("handback_check_failed", task=str(key), error=str(exc))
+            return False
 
     def _record_poll(self, worker: _Worker, ok: bool, error: str | None) -> None:
         platform = worker.source.forge.platform.value

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from bot.config import LabelSettings
@@ -19,14 +19,21 @@ class Job:
     fresh: bool  # start a new run (no state, or a finished task handed back)
 
 
+HandedBack = Callable[[TaskKey, TaskState], bool]
+
+
 def plan_jobs(
-    found: Iterable[TaskSummary], store: StateStore, labels: LabelSettings, platform: Platform
+    found: Iterable[TaskSummary],
+    store: StateStore,
+    labels: LabelSettings,
+    platform: Platform,
+    handed_back: HandedBack = lambda _key, _state: False,
 ) -> list[Job]:
     """The state on disk is the truth; labels say what people want.
 
     - no state, trigger or processing label: start (processing without state: start over);
     - running (the daemon died or was stopped) or paused: resume / re-check the controls;
-    - finished, trigger label added again: a new run;
+    - finished, trigger label added again or `/bot` from a writer (`handed_back`): a new run;
     - finished with a closing comment or label change still owed: finish that.
     """
     jobs: dict[TaskKey, Job] = {}
@@ -36,7 +43,7 @@ def plan_jobs(
         except StateError as exc:
             log.error("state_unreadable", task=str(summary.key), error=str(exc))
             continue
-        job = _job_for(summary, state, labels)
+        job = _job_for(summary, state, labels, handed_back)
         if job is not None:
             jobs[job.key] = job
     for state in store.all_states():
@@ -50,14 +57,16 @@ def plan_jobs(
     return sorted(jobs.values(), key=lambda j: j.key)
 
 
-def _job_for(summary: TaskSummary, state: TaskState | None, labels: LabelSettings) -> Job | None:
+def _job_for(
+    summary: TaskSummary, state: TaskState | None, labels: LabelSettings, handed_back: HandedBack
+) -> Job | None:
     key = summary.key
     if state is None:
         wanted = {labels.trigger, labels.processing} & summary.labels
         return Job(key, fresh=True) if wanted else None
     if not state.status.terminal:
         return Job(key, fresh=False)
-    if labels.trigger in summary.labels:
+    if labels.trigger in summary.labels or handed_back(key, state):
         return Job(key, fresh=True)
     if state.pending_post is not None or state.labels_applied != state.status:
         return Job(key, fresh=False)

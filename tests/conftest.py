@@ -15,7 +15,14 @@ from bot.sandbox.forge_server import ForgeServer
 # Recognisable fake secrets: the secrets tests grep every output for them.
 BOT_TOKEN = "ghp_FAKEbotTOKEN0123456789abcdefABCDEF"
 ALICE_TOKEN = "ghp_FAKEaliceTOKEN0123456789abcdefABC"
-LABELS = ("coding agent", "coding agent processing", "coding agent paused")
+LABELS = (  # what the daemon watches (bot.forge.factory.watched_labels)
+    "coding agent",
+    "coding agent processing",
+    "coding agent paused",
+    "coding agent done",
+    "coding agent failed",
+    "coding agent stopped",
+)
 REPO = "acme/app"
 
 

@@ -240,3 +240,22 @@ def test_history_is_compacted_to_fit_a_small_window(rig: Rig) -> None:
     assert any("Summary of the earlier work" in str(m.get("content")) for m in after)
     assert after[-1]["role"] == "tool"  # the newest turn is verbatim
     requests_fit(rig, 3072)
+
+
+def test_slash_bot_from_a_writer_hands_a_finished_task_back(rig: Rig) -> None:
+    thread = rig.issue(title="Say hello", body="src/app.py should print hello.")
+    rig.model.policy = scripted(call("finish", summary="Nothing to do yet."))
+    rig.run_once()
+    rig.comment(thread, "/bot", author="bob")  # read access only: ignored
+    rig.run_once()
+    assert rig.state(thread).run == 1
+    rig.comment(thread, "/bot\nPlease do it now.", author="alice")
+    rig.model.policy = scripted(
+        call("edit_file", path="src/app.py", old="'hi'", new="'hello'"),
+        call("finish", summary="Done now."),
+    )
+    rig.run_once()
+    assert rig.state(thread).run == 2 and thread.labels == [DONE]
+    assert "Nothing to do yet." in str(rig.model.requests[-1]["messages"])  # previous summary
+    assert "Please do it now." in str(rig.model.requests[-1]["messages"])  # the rest of the comment
+    assert rig.bot_comments(thread)[-1].startswith("Done now.")

@@ -220,3 +220,23 @@ def test_retrigger_starts_a_new_run(rig: Rig) -> None:
     assert thread.labels == [DONE]
     assert rig.state(thread).run == 2
     assert [b.split("\n")[0] for b in rig.bot_comments(thread)] == ["first run", "second run"]
+
+
+def test_a_command_with_more_text_is_obeyed_and_the_text_delivered(rig: Rig) -> None:
+    thread = rig.issue()
+
+    def policy(req: dict[str, Any]) -> dict[str, Any]:
+        if count_tool_results(req) == 0:
+            rig.comment(thread, "/bot pause\nI will add the design doc first.")
+            return note("step one")
+        return finish()
+
+    rig.model.policy = policy
+    rig.run_once()
+    assert thread.labels == [PAUSED]
+    rig.comment(thread, "/bot resume")
+    rig.run_once()
+    assert thread.labels == [DONE]
+    last = str(rig.model.requests[-1]["messages"])
+    assert "I will add the design doc first." in last and "/bot" not in last
+    assert sorted(rig.delivered_ids(thread)) == sorted(set(rig.delivered_ids(thread)))  # once each

@@ -274,9 +274,9 @@ def test_idle_poll_cycle_costs_no_rate_limit_on_github(
     forge.list_tasks(REPO)
     forge.list_tasks(REPO)
     if platform == "github":
-        # Three watched labels and the assignee query, each answered 304 (free).
-        assert server.count("github") == 8
-        assert server.count("github", status=304) == 8
+        # Six watched labels and the assignee query, each answered 304 (free).
+        assert server.count("github") == 14
+        assert server.count("github", status=304) == 14
     else:
         # One `updated_after` query per kind (issues, merge requests) per cycle.
         assert server.count("gitlab") == 4

@@ -261,7 +261,7 @@ class _Run:
     def _initialize(self, thread: Thread) -> None:
         self._pin(thread)
         existing = self.detector.initialize()
-        talk, _old_commands = split_commands(existing)
+        talk = split_commands(existing).talk  # old commands are history, not orders
         workspace = self.workspace()
         system = self._system_prompt(workspace)
         counter = self.deps.counter
@@ -353,9 +353,9 @@ class _Run:
             raise _Halt(Outcome.INTERRUPTED)
         fresh = self.detector.check_for_new_comments()
         self.labels = self.forge.get_thread(self.key).labels
-        talk, commands = split_commands(fresh)
-        if len(talk) != len(fresh):
-            controls = [c for c in fresh if c not in talk]
+        split = split_commands(fresh)
+        talk, commands, controls = split.talk, split.commands, split.pure
+        if controls:
             self.conversation.append(
                 {
                     "role": "control",

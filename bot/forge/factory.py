@@ -26,8 +26,16 @@ class Source:
 def watched_labels(settings: Settings) -> tuple[str, ...]:
     labels = settings.labels
     # Processing and paused are watched too: a thread labelled so with no state on disk (a
-    # lost state dir) is started over instead of being forgotten.
-    return (labels.trigger, labels.processing, labels.paused)
+    # lost state dir) is started over instead of being forgotten. Finished threads are
+    # watched for a `/bot` from a writer, which hands them back.
+    return (
+        labels.trigger,
+        labels.processing,
+        labels.paused,
+        labels.done,
+        labels.failed,
+        labels.stopped,
+    )
 
 
 def build_sources(
