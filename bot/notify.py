@@ -27,7 +27,8 @@ class Notifier:
             return
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
-                sock.sendto("\n".join(fields).encode(), self._address)
+                # Never block the main loop on a slow reader: the next ping will do.
+                sock.sendto("\n".join(fields).encode(), socket.MSG_DONTWAIT, self._address)
         except OSError as exc:
             # The supervisor may be gone (shutdown); notification is best effort.
             log.warning("notify_failed", error=f"{type(exc).__name__}: {exc.strerror}")

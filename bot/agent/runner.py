@@ -24,7 +24,6 @@ from bot.agent.pinning import pin
 from bot.agent.plan_tool import plan_tool
 from bot.agent.publish import publish
 from bot.agent.repo_tools import repo_tools
-from bot.agent.snapshot import Limits, snapshot
 from bot.agent.tools import (
     Toolbox,
     ToolResult,
@@ -32,12 +31,12 @@ from bot.agent.tools import (
     post_comment_tool,
     read_comments_tool,
 )
+from bot.agent.workbench import read_comments, target_workspace, task_workspace
 from bot.agent.workspace import Workspace
 from bot.comments import CommentDetectionManager, Identity, NewComment, Trust
 from bot.config import Settings
 from bot.context.budget import truncate
 from bot.context.engine import agent_rules, initial_context
-from bot.context.render import NumberedComment, comment_line
 from bot.context.tokens import TokenCounter
 from bot.context.window import WindowTooSmall, fit
 from bot.controls import Decision, decide, split_commands
@@ -152,49 +151,23 @@ class _Run:
             tools += repo_tools(self._workspace, self.deps.counter, budget)
         return Toolbox(tools)
 
-    def _target_workspace(self, thread: Thread) -> Workspace | None:
-        """For a pull/merge request: its target branch, to show the request's diff."""
-        if not self.key.is_change_request or not thread.base_ref:
-            return None
-        head = self.forge.resolve_branch(self.key.repo, thread.base_ref)
-        if head is None or head.sha == self.state.base_sha:
-            return None
-        root = snapshot(self.forge, self.key.repo, head.sha, self.settings.state_dir / "cache")
-        return Workspace(root, {})
-
     def workspace(self) -> Workspace:
-        """The pinned snapshot (cached by SHA) with this task's changeset on top."""
         if self._workspace is None:
             assert self.state.base_sha is not None
-            agent = self.settings.agent
-            limits = Limits(
-                max_files=agent.snapshot_max_files, max_total_bytes=agent.snapshot_max_bytes
+            self._workspace = task_workspace(
+                self.forge, self.key, self.state.base_sha, self.state.changes, self.settings
             )
-            root = snapshot(
-                self.forge,
-                self.key.repo,
-                self.state.base_sha,
-                self.settings.state_dir / "cache",
-                limits,
-            )
-            self._workspace = Workspace(root, self.state.changes)
             self.toolbox = self._tools()
         return self._workspace
 
     def _read_comments(self, numbers: list[int]) -> str:
         entries = self.conversation.entries()
         legend: dict[str, str] = entries[1].get("legend", {}) if len(entries) > 1 else {}
-        wanted = {legend[str(n)]: n for n in numbers if str(n) in legend}
-        unknown = [n for n in numbers if str(n) not in legend]
-        comments = [c for c in self.forge.list_comments(self.key) if c.id in wanted]
-        parts = [
-            comment_line(NumberedComment(wanted[c.id], c, self.detector.trust.trusted(c)), c.body)
-            for c in sorted(comments, key=lambda c: wanted[c.id])
-        ]
-        if unknown:
-            parts.append(f"(no comment numbered {', '.join(map(str, unknown))})")
-        text = "\n".join(parts) or "no such comments"
-        return truncate(text, self.settings.agent.tool_result_tokens, self.deps.counter)
+        budget = self.settings.agent.tool_result_tokens
+        trust = self.detector.trust
+        return read_comments(
+            self.forge, self.key, legend, numbers, trust, self.deps.counter, budget
+        )
 
     def _post_note(self, body: str, call_id: str) -> str:
         self.poster.post("note", body, call_id)
@@ -275,7 +248,7 @@ class _Run:
             counter,
             max(room // 2, 128),
             previous=self.state.previous_summary,
-            base=self._target_workspace(thread),
+            base=target_workspace(self.forge, thread, self.state.base_sha, self.settings),
         )
         log.info("context_plan", **opening.plan.log_fields())
         self.conversation.append({"role": "system", "content": system, "kind": "system"})

@@ -1,0 +1,59 @@
+"""What a task works on: its pinned snapshot (with the changeset), the target branch's
+snapshot for a request's diff, and the thread's comments by number."""
+
+from __future__ import annotations
+
+from bot.agent.snapshot import Limits, snapshot
+from bot.agent.workspace import Workspace
+from bot.comments import Trust
+from bot.config import Settings
+from bot.context.budget import truncate
+from bot.context.render import NumberedComment, comment_line
+from bot.context.tokens import TokenCounter
+from bot.forge.base import Forge
+from bot.forge.types import TaskKey, Thread
+
+
+def task_workspace(
+    forge: Forge, key: TaskKey, sha: str, changes: dict[str, str | None], settings: Settings
+) -> Workspace:
+    """The pinned snapshot (cached by SHA) with the task's changeset on top."""
+    agent = settings.agent
+    limits = Limits(max_files=agent.snapshot_max_files, max_total_bytes=agent.snapshot_max_bytes)
+    root = snapshot(forge, key.repo, sha, settings.state_dir / "cache", limits)
+    return Workspace(root, changes)
+
+
+def target_workspace(
+    forge: Forge, thread: Thread, pinned: str | None, settings: Settings
+) -> Workspace | None:
+    """For a pull/merge request: its target branch, to show the request's diff."""
+    key = thread.key
+    if not key.is_change_request or not thread.base_ref:
+        return None
+    head = forge.resolve_branch(key.repo, thread.base_ref)
+    if head is None or head.sha == pinned:
+        return None
+    return task_workspace(forge, key, head.sha, {}, settings)
+
+
+def read_comments(
+    forge: Forge,
+    key: TaskKey,
+    legend: dict[str, str],
+    numbers: list[int],
+    trust: Trust,
+    counter: TokenCounter,
+    budget: int,
+) -> str:
+    """Comments by their number in the opening context (for those it left out)."""
+    wanted = {legend[str(n)]: n for n in numbers if str(n) in legend}
+    unknown = [n for n in numbers if str(n) not in legend]
+    comments = [c for c in forge.list_comments(key) if c.id in wanted]
+    parts = [
+        comment_line(NumberedComment(wanted[c.id], c, trust.trusted(c)), c.body)
+        for c in sorted(comments, key=lambda c: wanted[c.id])
+    ]
+    if unknown:
+        parts.append(f"(no comment numbered {', '.join(map(str, unknown))})")
+    return truncate("\n".join(parts) or "no such comments", budget, counter)
