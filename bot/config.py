@@ -275,6 +275,8 @@ def _read_secret_file(value: Any, path: str, environ: Mapping[str, str], base_di
         raise ConfigError(path, f"cannot read {file_path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ConfigError(path, f"{file_path} is not UTF-8 text") from None
+    except ValueError:  # a NUL byte or a lone surrogate in the path itself
+        raise ConfigError(path, "is not a usable file path") from None
     if not secret:
         raise ConfigError(path, f"{file_path} is empty")
     return secret
