@@ -199,5 +199,5 @@ def test_check_config_in_a_real_process_masks_the_token(tmp_path: Path) -> None:
 
 def test_unusable_token_file_path_is_a_config_error() -> None:
     # Found by the fuzzer: a lone surrogate (or NUL) in the path raised instead of exiting 2.
-    with pytest.raises(ConfigError, match="gitlab.token_file: is not a usable file path"):
+    with pytest.raises(ConfigError, match=r"gitlab\.token_file: is not a usable file path"):
         parse_settings('gitlab: {token_file: "\\ud800", projects: [a/b]}', {})
