@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from bot.config import AccessSettings
 from bot.forge._util import format_time, parse_time
 from bot.forge.base import Forge
 from bot.forge.types import Comment, TaskKey
@@ -31,6 +32,10 @@ class Identity:
     login: str
     ignore_authors: frozenset[str] = frozenset()
 
+    @classmethod
+    def from_settings(cls, login: str, access: AccessSettings) -> Identity:
+        return cls(login, frozenset(a.lower() for a in access.ignore_authors))
+
     def ignores(self, author: str) -> bool:
         lowered = author.lower()
         return lowered == self.login.lower() or lowered in self.ignore_authors
@@ -40,6 +45,10 @@ class Identity:
 class Trust:
     allowed_users: frozenset[str] = frozenset()
     untrusted: Literal["quote", "ignore"] = "quote"
+
+    @classmethod
+    def from_settings(cls, access: AccessSettings) -> Trust:
+        return cls(frozenset(u.lower() for u in access.allowed_users), access.untrusted_comments)
 
     def trusted(self, comment: Comment) -> bool:
         if not comment.permission.can_write:

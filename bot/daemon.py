@@ -105,7 +105,6 @@ class Daemon:
     def initialize(self) -> None:
         """Lock the state dir and learn who we are on each forge (raises on failure)."""
         self._lock.acquire()
-        ignore = frozenset(a.lower() for a in self.settings.access.ignore_authors)
         for source in self.sources:
             me = source.forge.whoami()
             log.info("forge_identity", platform=source.forge.platform.value, login=me.login)
@@ -114,7 +113,7 @@ class Daemon:
                 store=self.store,
                 llm=self.llm,
                 settings=self.settings,
-                identity=Identity(me.login, ignore),
+                identity=Identity.from_settings(me.login, self.settings.access),
                 counter=self.counter,
                 stop=self.stop,
                 metrics=self.metrics,
@@ -184,8 +183,7 @@ class Daemon:
 
     def _handed_back(self, worker: _Worker, key: TaskKey, state: TaskState) -> bool:
         deps = worker.runner.deps
-        access = self.settings.access
-        trust = Trust(frozenset(u.lower() for u in access.allowed_users), access.untrusted_comments)
+        trust = Trust.from_settings(self.settings.access)
         try:
             return handed_back(worker.source.forge, key, state, deps.identity, trust)
         except ForgeError as exc:

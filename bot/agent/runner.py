@@ -121,8 +121,7 @@ class _Run:
         self.conversation = deps.store.conversation(key)
         self.state = TaskState(key=str(key))
         self.labels: frozenset[str] = frozenset()
-        access = self.settings.access
-        trust = Trust(frozenset(u.lower() for u in access.allowed_users), access.untrusted_comments)
+        trust = Trust.from_settings(self.settings.access)
         cap = max(
             256, (self.settings.llm.context_window - self.settings.llm.reserve_output_tokens) // 4
         )

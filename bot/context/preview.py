@@ -19,8 +19,8 @@ def preview(
     forge: Forge, key: TaskKey, settings: Settings, counter: TokenCounter
 ) -> OpeningContext:
     access = settings.access
-    identity = Identity(forge.whoami().login, frozenset(a.lower() for a in access.ignore_authors))
-    trust = Trust(frozenset(u.lower() for u in access.allowed_users), access.untrusted_comments)
+    identity = Identity.from_settings(forge.whoami().login, access)
+    trust = Trust.from_settings(access)
     thread = forge.get_thread(key)
     comments = [
         NewComment(c, False, trust.trusted(c))
