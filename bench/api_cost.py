@@ -15,20 +15,15 @@ from pathlib import Path
 import requests
 
 from bot import log
+from bot.config import LabelSettings
+from bot.forge.factory import watched_labels
 from bot.forge.github import GitHubForge
 from bot.forge.types import Kind, Platform, TaskKey
 from bot.sandbox.forge_server import ForgeServer
 from bot.sandbox.world import StepClock
 
 TOKEN = "bench-token"
-LABELS = (  # what the daemon watches (bot.forge.factory.watched_labels)
-    "coding agent",
-    "coding agent processing",
-    "coding agent paused",
-    "coding agent done",
-    "coding agent failed",
-    "coding agent stopped",
-)
+LABELS = watched_labels(LabelSettings())  # exactly what the daemon watches
 
 
 def seed(server: ForgeServer, repos: int, issues: int, comments: int) -> list[str]:

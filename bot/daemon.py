@@ -164,16 +164,20 @@ class Daemon:
         if self.stop.is_set():
             return
         platform = worker.source.forge.platform
+        saved = self.store.all_states()  # read once per poll: for the plan and the metrics
         try:
             result = discover(worker.source)
         except Exception as exc:
-            self._record_poll(worker, ok=False, error=f"{type(exc).__name__}: {exc}")
+            self._record_poll(worker, saved, ok=False, error=f"{type(exc).__name__}: {exc}")
             raise  # the job queue's error handler logs it with its traceback
         failed = ", ".join(result.failed_repos)
-        self._record_poll(worker, ok=not failed, error=f"failed: {failed}" if failed else None)
+        self._record_poll(
+            worker, saved, ok=not failed, error=f"failed: {failed}" if failed else None
+        )
         jobs = plan_jobs(
             result.tasks,
             self.store,
+            saved,
             self.settings.labels,
             platform,
             partial(self._handed_back, worker),
@@ -190,18 +194,21 @@ class Daemon:
             log.warning("handback_check_failed", task=str(key), error=str(exc))
             return False
 
-    def _record_poll(self, worker: _Worker, ok: bool, error: str | None) -> None:
+    def _record_poll(
+        self, worker: _Worker, saved: list[TaskState], ok: bool, error: str | None
+    ) -> None:
         platform = worker.source.forge.platform.value
         self._last_poll = datetime.now(UTC).strftime("%H:%M:%SZ") + ("" if ok else " (failed)")
         self.metrics.polls.labels(platform, "ok" if ok else "failed").inc()
         remaining = getattr(worker.source.forge, "rate_limit_remaining", lambda: None)()
         if remaining is not None:
             self.metrics.rate_limit_remaining.labels(platform).set(remaining)
-        self._count_tasks()
+        self._count_tasks(saved)
         self.heartbeat.poll(ok, error, running=len(self.in_flight()))
 
-    def _count_tasks(self) -> None:
-        counts = Counter(state.status.value for state in self.store.all_states())
+    def _count_tasks(self, saved: list[TaskState] | None = None) -> None:
+        states = self.store.all_states() if saved is None else saved
+        counts = Counter(state.status.value for state in states)
         for status in Status:
             self.metrics.tasks.labels(status.value).set(counts.get(status.value, 0))
 

@@ -25,6 +25,7 @@ HandedBack = Callable[[TaskKey, TaskState], bool]
 def plan_jobs(
     found: Iterable[TaskSummary],
     store: StateStore,
+    saved: Iterable[TaskState],
     labels: LabelSettings,
     platform: Platform,
     handed_back: HandedBack = lambda _key, _state: False,
@@ -46,7 +47,7 @@ def plan_jobs(
         job = _job_for(summary, state, labels, handed_back)
         if job is not None:
             jobs[job.key] = job
-    for state in store.all_states():
+    for state in saved:  # every task on disk: a running or paused one is never forgotten
         key = state.task_key()
         if (
             key.platform is platform

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from bot.config import LabelSettings
 from bot.forge.base import Forge
+from bot.forge.factory import watched_labels
 from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
 from bot.forge.policy import RequestPolicy
@@ -15,14 +17,7 @@ from bot.sandbox.forge_server import ForgeServer
 # Recognisable fake secrets: the secrets tests grep every output for them.
 BOT_TOKEN = "ghp_FAKEbotTOKEN0123456789abcdefABCDEF"
 ALICE_TOKEN = "ghp_FAKEaliceTOKEN0123456789abcdefABC"
-LABELS = (  # what the daemon watches (bot.forge.factory.watched_labels)
-    "coding agent",
-    "coding agent processing",
-    "coding agent paused",
-    "coding agent done",
-    "coding agent failed",
-    "coding agent stopped",
-)
+LABELS = watched_labels(LabelSettings())  # exactly what the daemon watches
 REPO = "acme/app"
 
 

@@ -83,11 +83,10 @@ def test_all_comments_past_one_hundred(
     assert server.count(platform, "GET", r"/(comments|notes)$") >= 3  # really paginated
 
 
+@pytest.mark.parametrize("platform", ["gitlab"])  # system notes exist only there
 def test_gitlab_system_notes_are_not_comments(
     server: ForgeServer, make_forge: ForgeFactory, platform: str
 ) -> None:
-    if platform != "gitlab":
-        pytest.skip("system notes exist only on GitLab")
     w = server.world
     thread = w.add_thread(platform, REPO)
     w.add_comment(
@@ -225,12 +224,13 @@ def test_a_failed_post_is_not_repeated(
     assert server.count(platform, "POST") == 1
 
 
-@pytest.mark.parametrize("kind", ["primary", "secondary"])
+# GitLab has one kind of limit (429); GitHub has primary and secondary ones.
+@pytest.mark.parametrize(
+    ("platform", "kind"), [("github", "primary"), ("github", "secondary"), ("gitlab", "primary")]
+)
 def test_rate_limit_waits_as_told_and_sends_nothing_meanwhile(
     server: ForgeServer, platform: str, make_forge: ForgeFactory, kind: str
 ) -> None:
-    if platform == "gitlab" and kind == "secondary":
-        pytest.skip("GitLab has one kind of limit (429)")
     forge = make_forge()
     forge.whoami()
     server.rate_limit_for(platform, 2.0, kind)

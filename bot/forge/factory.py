@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from bot.config import Settings
+from bot.config import LabelSettings, Settings
 from bot.forge.base import Forge
 from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
@@ -23,8 +23,7 @@ class Source:
     repos: tuple[str, ...]
 
 
-def watched_labels(settings: Settings) -> tuple[str, ...]:
-    labels = settings.labels
+def watched_labels(labels: LabelSettings) -> tuple[str, ...]:
     # Processing and paused are watched too: a thread labelled so with no state on disk (a
     # lost state dir) is started over instead of being forgotten. Finished threads are
     # watched for a `/bot` from a writer, which hands them back.
@@ -57,7 +56,7 @@ def build_sources(
         forge: Forge = GitHubForge(
             gh.api_url,
             gh.token.get_secret_value(),
-            watch_labels=watched_labels(settings),
+            watch_labels=watched_labels(settings.labels),
             timeout=gh.timeout_seconds,
             seconds_between_writes=gh.seconds_between_writes,
             policy=policy,
@@ -69,7 +68,7 @@ def build_sources(
         forge = GitLabForge(
             gl.url,
             gl.token.get_secret_value(),
-            watch_labels=watched_labels(settings),
+            watch_labels=watched_labels(settings.labels),
             timeout=gl.timeout_seconds,
             policy=policy,
         )

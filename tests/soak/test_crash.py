@@ -166,11 +166,10 @@ def test_sigterm_checkpoints_and_exits_0_then_continues_without_label_churn(
     assert label_writes == 2  # processing -> done only: add one, remove one
 
 
+@pytest.mark.parametrize("platform", ["github"])  # the lock does not depend on the forge
 def test_second_daemon_on_the_same_state_dir_exits_2(
     server: ForgeServer, model: LLMServer, platform: str, tmp_path: Path
 ) -> None:
-    if platform == "gitlab":
-        pytest.skip("the state dir lock does not depend on the forge")
     config = write_config(tmp_path, server, model)
     first = start_bot(config, "run")
     try:
