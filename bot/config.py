@@ -67,6 +67,8 @@ class GitLabSettings(_Frozen):
     token: SecretStr
     projects: tuple[str, ...] = Field(min_length=1)
     timeout_seconds: float = Field(default=30.0, gt=0)
+    # GitLab.com allows 5 archive downloads a minute per user; 0 means no pacing (self-managed).
+    archive_downloads_per_minute: int = Field(default=5, ge=0)
 
     @field_validator("projects")
     @classmethod

@@ -23,6 +23,7 @@ from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
 from bot.forge._util import TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
     BranchHead,
@@ -37,6 +38,7 @@ from bot.forge.types import (
     Thread,
     User,
 )
+from bot.log import get_logger
 
 _ACCESS = [
     (50, Permission.ADMIN),
@@ -45,6 +47,7 @@ _ACCESS = [
     (20, Permission.TRIAGE),
     (1, Permission.READ),
 ]
+log = get_logger(__name__)
 _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
 # Our clock and GitLab's may disagree; the first incremental query overlaps by this much.
 CLOCK_SKEW = timedelta(minutes=5)
@@ -102,6 +105,8 @@ class GitLabForge:
         policy: RequestPolicy | None = None,
         wall_clock: Callable[[], float] = time.time,
         permission_ttl: float = 600.0,
+        archives_per_minute: int | None = 5,
+        archive_window: float = 60.0,
     ) -> None:
         session = requests.Session()
         session.hooks["response"].append(_Client.record)
@@ -109,6 +114,9 @@ class GitLabForge:
             url.rstrip("/"), private_token=token, timeout=timeout, per_page=100, session=session
         )
         self._policy = policy or RequestPolicy(host=url)
+        self._archive_pacer = WindowPacer(
+            archives_per_minute, archive_window, stop=self._policy.stop
+        )
         self._translate: Callable[[Exception], ForgeError] = partial(_translate, clock=wall_clock)
         self._wall_clock = wall_clock
         self._watch_labels = tuple(watch_labels)
@@ -308,7 +316,10 @@ class GitLabForge:
         project = self._gl.projects.get(repo, lazy=True)
 
         def fetch() -> None:
-            with open(dest, "wb") as handle:
+            # Every attempt counts against GitLab.com's archive limit, retries included.
+            with self._archive_pacer.slot() as waited, open(dest, "wb") as handle:
+                if waited:
+                    log.info("forge_archive_paced", repo=repo, waited=round(waited, 1))
                 project.repository_archive(
                     sha=sha, format="tar.gz", streamed=True, action=handle.write
                 )
