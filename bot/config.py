@@ -152,6 +152,42 @@ class HealthSettings(_Frozen):
     max_missed_polls: int = Field(default=3, ge=1)
 
 
+class RepoChecks(_Frozen):
+    """Commands for one repository: `setup` once per task run, `checks` before publishing."""
+
+    setup: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()
+    # Setup steps (dependency installs) may need the network; checks never get it.
+    setup_network: bool = False
+
+
+class JailSettings(_Frozen):
+    # Off: the agent cannot run commands and pull/merge requests say checks were not run.
+    enabled: bool = False
+    bwrap: str = Field(default="bwrap", min_length=1)
+    timeout_seconds: float = Field(default=300.0, gt=0)
+    cpu_seconds: int = Field(default=300, ge=1)
+    memory_mb: int = Field(default=4096, ge=64)
+    max_processes: int = Field(default=256, ge=8)
+    max_file_mb: int = Field(default=512, ge=1)
+    max_output_mb: int = Field(default=16, ge=1)
+    tmp_mb: int = Field(default=512, ge=1)
+    # The whole environment of a command besides PATH, HOME, LANG, TERM, CI: nothing is
+    # inherited from the daemon.
+    env: dict[str, str] = Field(default_factory=dict)
+    # Extra read-only directories (toolchains outside /usr, e.g. /opt/node).
+    read_only_paths: tuple[Path, ...] = ()
+    # Where working copies are made (default: the system temp dir); never inside state_dir.
+    work_dir: Path | None = None
+    # As root, each command runs as its own uid from this block (rlimits bind per uid).
+    uid_base: int = Field(default=1_000_000_000, ge=1000, le=4_000_000_000)
+    # Extra model turns to fix failing checks before the request is opened anyway.
+    max_fix_turns: int = Field(default=3, ge=0, le=20)
+    # Per repository ("owner/name"); `.coding-agent.yml` in the repository adds to these when
+    # it comes from the default branch or a writer's branch.
+    repositories: dict[str, RepoChecks] = Field(default_factory=dict)
+
+
 class Settings(_Frozen):
     state_dir: Path = Path("./state")
     poll_interval_seconds: int = Field(default=60, ge=5)
@@ -165,11 +201,20 @@ class Settings(_Frozen):
     agent: AgentSettings = AgentSettings()
     metrics: MetricsSettings | None = None
     health: HealthSettings = HealthSettings()
+    jail: JailSettings = JailSettings()
 
     @model_validator(mode="after")
     def _some_source(self) -> Settings:
         if self.github is None and self.gitlab is None:
             raise ValueError("configure at least one of 'github' or 'gitlab'")
+        return self
+
+    @model_validator(mode="after")
+    def _no_secret_in_the_jail(self) -> Settings:
+        secrets = set(self.secrets())
+        for name, value in self.jail.env.items():
+            if value in secrets:
+                raise ValueError(f"jail.env.{name}: holds a forge or model credential")
         return self
 
     def secrets(self) -> tuple[str, ...]:
