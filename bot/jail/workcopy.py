@@ -187,10 +187,10 @@ class WorkCopy:
     def _chown_all(self) -> None:
         if self.owner is None:
             return
-        self._own(self.root)
+        os.lchown(self.root, *self.owner)
         for dirpath, dirnames, filenames in os.walk(self.root):
             for name in dirnames + filenames:
-                self._own(Path(dirpath) / name)
+                os.lchown(os.path.join(dirpath, name), *self.owner)
 
     def _own(self, path: Path) -> None:
         if self.owner is not None:
