@@ -222,12 +222,12 @@ def parse_settings(text: str, environ: Mapping[str, str], base_dir: Path = Path(
         raise ConfigError("", "the top level must be a mapping of keys")
     # A mistyped key is the likeliest mistake, and it also shows up as a "missing" required key
     # or an unset variable elsewhere; naming the typo first is what makes the message useful.
-    _reject_unknown_keys(raw, Settings, "")
+    reject_unknown_keys(raw, Settings, "")
     resolved = _resolve(raw, "", environ, base_dir)
     try:
         return Settings.model_validate(resolved)
     except ValidationError as exc:
-        raise _first_error(exc) from None
+        raise first_error(exc) from None
 
 
 def _resolve(node: Any, path: str, environ: Mapping[str, str], base_dir: Path) -> Any:
@@ -288,8 +288,9 @@ def _read_secret_file(value: Any, path: str, environ: Mapping[str, str], base_di
     return secret
 
 
-def _reject_unknown_keys(node: dict[Any, Any], model: type[BaseModel], path: str) -> None:
-    """Raise for the first key, at any depth, that `model` does not know (list items too)."""
+def reject_unknown_keys(node: dict[Any, Any], model: type[BaseModel], path: str = "") -> None:
+    """Raise for the first key, at any depth, that `model` does not know (list items too),
+    naming its path and the closest valid key. Any settings model can be checked this way."""
     fields = {(info.alias or name): info.annotation for name, info in model.model_fields.items()}
     valid = list(fields) + [f"{key}_file" for key in fields if key in SECRET_KEYS]
     for key, value in node.items():
@@ -311,12 +312,12 @@ def _check_value(value: Any, annotation: Any, path: str) -> None:
     """Walk into `value` along the models that `annotation` names (optional, tuple, list, dict)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         if isinstance(value, dict):
-            _reject_unknown_keys(value, annotation, path)
+            reject_unknown_keys(value, annotation, path)
         return
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
         # The model in `Model | None`. Between two models a key may be valid in either one:
-        # pydantic decides which applies, and _first_error still puts its unknown key first.
+        # pydantic decides which applies, and first_error still puts its unknown key first.
         models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
         for arg in args if len(models) < 2 else ():
             _check_value(value, arg, path)
@@ -330,7 +331,8 @@ def _check_value(value: Any, annotation: Any, path: str) -> None:
             _check_value(item, args[1], f"{path}.{key}")
 
 
-def _first_error(exc: ValidationError) -> ConfigError:
+def first_error(exc: ValidationError) -> ConfigError:
+    """The one error to report, as a `ConfigError` naming the key path."""
     errors = exc.errors(include_input=False, include_url=False)
     # An unknown key explains the other errors beside it (a typo also leaves a key missing).
     error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])

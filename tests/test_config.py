@@ -12,10 +12,10 @@ from bot.cli import main
 from bot.config import (
     ConfigError,
     Settings,
-    _first_error,
-    _reject_unknown_keys,
+    first_error,
     load_settings,
     parse_settings,
+    reject_unknown_keys,
     summary,
 )
 
@@ -302,11 +302,11 @@ def test_unknown_keys_are_found_in_list_items_and_maps(
     # Settings has no list of sections yet (per-repository sections may come); the walker
     # follows whatever the models declare, so a small model of that shape stands in.
     with pytest.raises(ConfigError) as caught:
-        _reject_unknown_keys(data, _Root, "")
+        reject_unknown_keys(data, _Root)
     assert str(caught.value) == expected
 
 
 def test_validation_error_puts_the_unknown_key_before_the_missing_one() -> None:
     with pytest.raises(ValidationError) as caught:
         Settings.model_validate({"github": {"repositories": ["a/b"], "tokn": "x"}})
-    assert str(_first_error(caught.value)) == "github.tokn: unknown key"
+    assert str(first_error(caught.value)) == "github.tokn: unknown key"
