@@ -96,9 +96,10 @@ def test_env_default_syntax() -> None:
 def test_summary_masks_secrets(tmp_path: Path) -> None:
     (tmp_path / "gitlab-token").write_text("glpat-maskmemaskmemaskme")
     settings = load_settings(write(tmp_path, GOOD), {"GH_TOKEN": "ghp_maskmemaskmemaskme"})
-    text = repr(summary(settings))
-    assert "maskme" not in text
-    assert "acme/app" in text
+    data = summary(settings)
+    assert "maskme" not in repr(data)
+    assert data["github"]["token"] == data["gitlab"]["token"] == "********"  # masked, not dropped
+    assert data["github"]["repositories"] == ["acme/app", "acme/lib"]
 
 
 BROKEN = [
