@@ -8,8 +8,11 @@ print one line and exit 2 instead of a traceback.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,11 +267,14 @@ def parse_settings(text: str, environ: Mapping[str, str], base_dir: Path = Path(
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError("", "the top level must be a mapping of keys")
+    # A mistyped key is the likeliest mistake, and it also shows up as a "missing" required key
+    # or an unset variable elsewhere; naming the typo first is what makes the message useful.
+    reject_unknown_keys(raw, Settings, "")
     resolved = _resolve(raw, "", environ, base_dir)
     try:
         return Settings.model_validate(resolved)
     except ValidationError as exc:
-        raise _first_error(exc) from None
+        raise first_error(exc) from None
 
 
 def _resolve(node: Any, path: str, environ: Mapping[str, str], base_dir: Path) -> Any:
@@ -329,8 +335,54 @@ def _read_secret_file(value: Any, path: str, environ: Mapping[str, str], base_di
     return secret
 
 
-def _first_error(exc: ValidationError) -> ConfigError:
-    error = exc.errors(include_input=False, include_url=False)[0]
+def reject_unknown_keys(node: dict[Any, Any], model: type[BaseModel], path: str = "") -> None:
+    """Raise for the first key, at any depth, that `model` does not know (list items too),
+    naming its path and the closest valid key. Any settings model can be checked this way."""
+    fields = {(info.alias or name): info.annotation for name, info in model.model_fields.items()}
+    valid = list(fields) + [f"{key}_file" for key in fields if key in SECRET_KEYS]
+    for key, value in node.items():
+        if not isinstance(key, str):
+            continue  # _resolve reports it with its path
+        key_path = f"{path}.{key}" if path else key
+        if key not in valid:
+            if model.model_config.get("extra") != "forbid":
+                continue
+            near = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+            raise ConfigError(
+                key_path, "unknown key" + (f" (did you mean {near[0]}?)" if near else "")
+            )
+        if key in fields:
+            _check_value(value, fields[key], key_path)
+
+
+def _check_value(value: Any, annotation: Any, path: str) -> None:
+    """Walk into `value` along the models that `annotation` names (optional, tuple, list, dict)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if isinstance(value, dict):
+            reject_unknown_keys(value, annotation, path)
+        return
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        # The model in `Model | None`. Between two models a key may be valid in either one:
+        # pydantic decides which applies, and first_error still puts its unknown key first.
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        for arg in args if len(models) < 2 else ():
+            _check_value(value, arg, path)
+    elif origin in (tuple, list, set, frozenset) and isinstance(value, list):
+        items = [a for a in args if a is not Ellipsis]
+        for i, item in enumerate(value):
+            item_type = items[i] if origin is tuple and len(items) > 1 and i < len(items) else None
+            _check_value(item, item_type or (items[0] if items else Any), f"{path}[{i}]")
+    elif origin in (dict, Mapping) and isinstance(value, dict) and len(args) == 2:
+        for key, item in value.items():
+            _check_value(item, args[1], f"{path}.{key}")
+
+
+def first_error(exc: ValidationError) -> ConfigError:
+    """The one error to report, as a `ConfigError` naming the key path."""
+    errors = exc.errors(include_input=False, include_url=False)
+    # An unknown key explains the other errors beside it (a typo also leaves a key missing).
+    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     path = ""
     for part in error["loc"]:
         if isinstance(part, int):
