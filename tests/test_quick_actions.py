@@ -91,7 +91,10 @@ def test_a_persons_actions_run_and_leave_the_rest_of_the_note(server: ForgeServe
 def test_merge_request_merge_and_approve_and_description(server: ForgeServer) -> None:
     thread = merge_request(server)
     mrs = as_alice(server).mergerequests
-    mrs.get(thread.number, lazy=True).notes.create({"body": "/approve\n/merge"})
+    notes = mrs.get(thread.number, lazy=True).notes
+    notes.create({"body": "/merge\nno head given"})
+    assert thread.state == "open"  # current GitLab merges only at the head the author saw
+    notes.create({"body": "/approve\n/merge", "merge_request_diff_head_sha": thread.head_sha})
     repo = server.world.repo("gitlab", REPO)
     assert thread.state == "merged" and thread.approved_by == ["alice"]
     files = repo.files("main")

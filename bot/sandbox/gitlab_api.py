@@ -209,7 +209,8 @@ def routes(server: ForgeServer) -> list[Route]:
         if not isinstance(body, str) or not body:
             raise HttpError(400, "body is missing")
         assert req.user is not None
-        done = quick_actions.run(world, repo, thread, req.user, body)
+        head = (req.body or {}).get("merge_request_diff_head_sha")
+        done = quick_actions.run(world, repo, thread, req.user, body, head)
         if done.commands_only:
             return _commands_only(done)
         note = world.add_comment(

@@ -11,8 +11,11 @@ Unknown commands (such as the bot's own `/bot ...`) are not matched and stay in 
 Conditions follow `issuable_actions.rb`, `issue_and_merge_request_actions.rb` and
 `merge_request_actions.rb`: /close only on an open thread and /reopen only on a closed one,
 both needing update rights (Reporter, or the thread's author); labels, assignees and the
-discussion lock need Reporter; /merge and /approve need Developer and a merge request. A
-command that does not apply is still removed from the text, as GitLab does.
+discussion lock need Reporter; /merge and /approve need Developer and a merge request. /merge
+also needs the note's `merge_request_diff_head_sha` to equal the request's head (current
+GitLab: "The `/merge` quick action requires the SHA of the head of the branch") and a request
+that is not a draft. A command that does not apply is still removed from the text, as GitLab
+does.
 
 API effect (`lib/api/helpers/notes_helpers.rb`, `process_note_creation_result`): a note that
 held only commands is not saved; the answer is 202 with `commands_changes` and `summary`.
@@ -94,15 +97,23 @@ def extract(text: str) -> tuple[str, list[tuple[str, str]]]:
     return (stripped.rstrip(), commands) if commands else (text, [])
 
 
-def run(world: World, repo: SRepo, thread: SThread, actor: SUser, text: str) -> Outcome:
-    """Extract and execute the quick actions of `text`, written by `actor` on `thread`."""
+def run(
+    world: World,
+    repo: SRepo,
+    thread: SThread,
+    actor: SUser,
+    text: str,
+    head_sha: str | None = None,
+) -> Outcome:
+    """Extract and execute the quick actions of `text`, written by `actor` on `thread`;
+    `head_sha` is the note's `merge_request_diff_head_sha`, if it gave one."""
     content, commands = extract(text)
     outcome = Outcome(content, commands)
     with world.lock:
         for name, arg in commands:
             action = _ACTIONS.get(name)
             if action is not None:
-                action(_Context(world, repo, thread, actor, outcome), arg)
+                action(_Context(world, repo, thread, actor, outcome, head_sha), arg)
     return outcome
 
 
@@ -113,6 +124,7 @@ class _Context:
     thread: SThread
     actor: SUser
     outcome: Outcome
+    head_sha: str | None
 
     def rank(self) -> int:
         return _RANK.get(self.repo.roles.get(self.actor.login, "none"), 0)
@@ -210,6 +222,9 @@ def _unlock(ctx: _Context, _arg: str) -> None:
 def _merge(ctx: _Context, _arg: str) -> None:
     thread, repo = ctx.thread, ctx.repo
     if thread.kind != "mr" or thread.state != "open" or ctx.rank() < DEVELOPER:
+        return
+    draft = thread.change.draft if thread.change else thread.title.lower().startswith("draft:")
+    if draft or not ctx.head_sha or ctx.head_sha != thread.head_sha:
         return
     head, target = repo.branches.get(thread.head_ref), repo.branches.get(thread.base_ref)
     if head is None or target is None:
