@@ -122,6 +122,10 @@ class LLMSettings(_Frozen):
         return self
 
 
+# CI definitions: GitHub Actions workflows and local actions, GitLab CI and its usual includes.
+PROTECTED_PATHS = (".github/workflows/**", ".github/actions/**", ".gitlab-ci.yml", ".gitlab/ci/**")
+
+
 class AgentSettings(_Frozen):
     # On a pull/merge request task, commit to that request's own branch (same repository
     # only); otherwise changes go to a new branch and a new draft request.
@@ -130,6 +134,25 @@ class AgentSettings(_Frozen):
     branch_prefix: str = Field(default="bot/", pattern=r"^[A-Za-z0-9._/-]*$")
     snapshot_max_files: int = Field(default=50_000, ge=100)
     snapshot_max_bytes: int = Field(default=512 * 1024 * 1024, ge=1024 * 1024)
+    # Paths the agent may not create, change or delete (`**` spans folders): CI definitions
+    # run with the repository's secrets. Per repository, `allow_protected_paths` lifts them.
+    protected_paths: tuple[str, ...] = PROTECTED_PATHS
+    allow_protected_paths: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+    @field_validator("protected_paths")
+    @classmethod
+    def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not pattern.strip("/ ") for pattern in value):
+            raise ValueError("a protected path pattern is empty")
+        return value
+
+    @field_validator("allow_protected_paths")
+    @classmethod
+    def _allowances(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for repo in value:
+            if not _REPO_PATH.match(repo):
+                raise ValueError(f"{repo!r} is not of the form owner/name or group/name")
+        return value
 
 
 class AccessSettings(_Frozen):
@@ -218,6 +241,17 @@ class Settings(_Frozen):
         for name, value in self.jail.env.items():
             if value in secrets:
                 raise ValueError(f"jail.env.{name}: holds a forge or model credential")
+        return self
+
+    @model_validator(mode="after")
+    def _allowances_name_watched_repos(self) -> Settings:
+        watched = {r.lower() for r in self.github.repositories} if self.github else set()
+        watched |= {p.lower() for p in self.gitlab.projects} if self.gitlab else set()
+        for repo in self.agent.allow_protected_paths:
+            if repo.lower() not in watched:
+                raise ValueError(
+                    f"agent.allow_protected_paths: {repo!r} is not a configured repository"
+                )
         return self
 
     def secrets(self) -> tuple[str, ...]:

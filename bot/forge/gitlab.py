@@ -25,6 +25,7 @@ from bot.forge._util import TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
 from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
+from bot.forge.quick_actions import neutralise_payload
 from bot.forge.types import (
     BranchHead,
     ChangeRequest,
@@ -65,6 +66,11 @@ class _Client(gitlab.Gitlab):
         kwargs["retry_transient_errors"] = False
         kwargs["max_retries"] = 0
         _Client._local.headers = {}
+        # Every write passes here: no note or description can carry a live quick action.
+        if "post_data" in kwargs:
+            kwargs["post_data"] = neutralise_payload(kwargs["post_data"])
+        elif len(args) > 3:
+            args = (*args[:3], neutralise_payload(args[3]), *args[4:])
         return super().http_request(*args, **kwargs)
 
     remaining: int | None = None

@@ -73,6 +73,8 @@ class SThread:
     base_ref: str = "main"
     head_sha: str = ""
     change: SChangeRequest | None = None  # set when the bot opened it
+    locked: bool = False  # GitLab `discussion_locked` (the /lock quick action)
+    approved_by: list[str] = field(default_factory=list)  # GitLab approvals (/approve)
 
 
 def tree_sha(files: Mapping[str, bytes]) -> str:
