@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from bot.agent.repo_tools import repo_tools
 from bot.agent.tools import Toolbox
 from bot.agent.workspace import Workspace
+from bot.cli import main
 from bot.context.tokens import TokenCounter
+from bot.forge.types import TaskKey
 from bot.llm.base import ToolCall
+from bot.state import StateStore, Status, TaskState, atomic_write
+from bot.task_index import TaskIndex
+from tests.rig import Rig
+from tests.test_daemon_lifecycle import finish
+
+KEY = TaskKey.parse("github:acme/app#7")
 
 
 def call(toolbox: Toolbox, name: str, **arguments: object) -> str:
@@ -31,3 +44,147 @@ def test_catastrophic_pattern_answers_with_an_error(tmp_path: Path) -> None:
     assert "a.txt:2" in result.content  # says where it stopped
     # An ordinary pattern on the same file still works.
     assert call(toolbox, "search_code", pattern=r"ok \w+").startswith("1 matching lines in 1 files")
+
+
+# -- task state: small finished tasks, an index that is only a cache, prune, status -----------
+
+
+def cli_config(tmp_path: Path) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"state_dir: {tmp_path / 'state'}\ngithub: {{token: x, repositories: [a/b]}}\n")
+    return path
+
+
+def age(store: StateStore, key: str, days: int, status: Status) -> None:
+    """A task saved `days` ago with `status` (save stamps now; the file is then rewritten)."""
+    state = TaskState(key=key, status=status)
+    store.save(state)
+    state.updated_at = (datetime.now(UTC) - timedelta(days=days)).isoformat()
+    path = store.task_dir(state.task_key()) / "task.json"
+    atomic_write(path, state.model_dump_json().encode())
+    then = time.time() - days * 86400
+    os.utime(path, (then, then))
+
+
+def test_finished_task_keeps_a_small_task_json(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    state = TaskState(key=str(KEY), base_sha="abc")
+    state.changes = {"big.txt": "x" * 200_000, "gone.py": None}
+    store.save(state)
+    assert (store.task_dir(KEY) / "task.json").stat().st_size > 200_000  # still working
+    state.status = Status.DONE
+    store.save(state)
+    task_json = store.task_dir(KEY) / "task.json"
+    assert task_json.stat().st_size < 4096
+    loaded = store.load(KEY)
+    assert loaded is not None and loaded.changes == {} and loaded.changes_file
+    assert store.archived_changes(loaded) == {"big.txt": "x" * 200_000, "gone.py": None}
+    assert state.changes["big.txt"]  # the running process keeps its copy
+
+
+def test_index_reads_only_changed_task_files(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    for n in range(1, 6):
+        age(store, f"github:acme/app#{n}", 30, Status.DONE)
+    index = TaskIndex(store)
+    first = index.refresh()
+    assert first.counts() == {"done": 5} and first.bytes_read > 0
+    second = TaskIndex(store).refresh()  # a new process: the index file, no task file
+    assert second.counts() == {"done": 5}
+    assert second.bytes_read == index.path.stat().st_size
+    assert index.refresh().bytes_read == 0  # same process: nothing read at all
+    # A file written within the timestamp granularity is not trusted yet: read every time.
+    store.save(TaskState(key="github:acme/app#9"))
+    size = (store.task_dir(TaskKey.parse("github:acme/app#9")) / "task.json").stat().st_size
+    assert index.refresh().bytes_read == size
+    assert index.refresh().bytes_read == size
+
+
+def test_task_json_written_but_index_not_is_still_found(tmp_path: Path) -> None:
+    """The crash between writing task.json and the index: the truth is task.json."""
+    store = StateStore(tmp_path)
+    age(store, "github:acme/app#1", 30, Status.DONE)
+    age(store, "github:acme/app#2", 30, Status.DONE)
+    assert TaskIndex(store).refresh().active() == []
+    indexed = (tmp_path / "cache" / "task-index.jsonl").read_bytes()
+    # Task 2 is handed back and running, task 3 is new; the process dies before any index write.
+    store.save(TaskState(key="github:acme/app#2", run=2, status=Status.RUNNING))
+    store.save(TaskState(key="github:acme/app#3", status=Status.PAUSED))
+    assert (tmp_path / "cache" / "task-index.jsonl").read_bytes() == indexed
+    index = TaskIndex(store)
+    view = index.refresh()
+    assert [str(k) for k in view.active()] == ["github:acme/app#2", "github:acme/app#3"]
+    assert [s.run for s in index.active_states(view)] == [2, 1]
+    # A torn or garbage index is only a cache: rebuilt from the task files.
+    (tmp_path / "cache" / "task-index.jsonl").write_bytes(b'["github/acme__app/issue-2","gi\n{]')
+    assert len(TaskIndex(store).refresh().active()) == 2
+
+
+def test_poll_after_crash_resumes_a_running_task_the_index_missed(rig: Rig) -> None:
+    done = rig.issue()
+    rig.model.policy = lambda req: finish("First one done.")
+    rig.run_once()
+    assert rig.state(done).status is Status.DONE
+    index_file = rig.state_dir / "cache" / "task-index.jsonl"
+    assert index_file.exists()
+    # A thread without any label: discovery cannot find it, only the state dir knows it.
+    lost = rig.issue(labels=[], body="Only the state dir knows this one.")
+    StateStore(rig.state_dir).save(TaskState(key=str(rig.key(lost)), status=Status.RUNNING))
+    assert b"issue-%d" % lost.number not in index_file.read_bytes()
+    rig.model.policy = lambda req: finish("Second one done.")
+    rig.run_once()
+    assert rig.state(lost).status is Status.DONE
+    assert "Only the state dir knows this one." in rig.model.seen_text()
+
+
+def test_prune_removes_only_old_finished_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = cli_config(tmp_path)
+    store = StateStore(tmp_path / "state")
+    age(store, "github:a/b#1", 40, Status.DONE)
+    age(store, "github:a/b#2", 40, Status.FAILED)
+    age(store, "github:a/b#3", 40, Status.RUNNING)  # old but not finished
+    age(store, "github:a/b#4", 5, Status.STOPPED)  # finished but recent
+    age(store, "github:a/b#5", 40, Status.STOPPED)  # finished and old, but being worked on
+    assert main(["prune", "-c", str(config), "--older-than", "30d", "--dry-run"]) == 0
+    assert "would remove 3 finished tasks" in capsys.readouterr().out
+    assert len(store.all_states()) == 5
+    with store.task_lock(TaskKey.parse("github:a/b#5")):
+        assert main(["prune", "-c", str(config), "--older-than", "30d"]) == 0
+    out = capsys.readouterr().out
+    assert "removed github:a/b#1" in out and "removed github:a/b#2" in out
+    assert "kept github:a/b#5: being worked on" in out
+    assert sorted(s.key for s in store.all_states()) == [
+        "github:a/b#3",
+        "github:a/b#4",
+        "github:a/b#5",
+    ]
+    assert not store.task_dir(TaskKey.parse("github:a/b#1")).exists()
+    assert not [
+        p
+        for p in store.task_dir(TaskKey.parse("github:a/b#1")).parent.iterdir()
+        if p.name.startswith(".")
+    ]
+    assert main(["prune", "-c", str(config), "--older-than", "30 days"]) == 2
+    assert "not a duration" in capsys.readouterr().err
+
+
+def test_status_names_unreadable_task_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = cli_config(tmp_path)
+    store = StateStore(tmp_path / "state")
+    bad = store.task_dir(KEY)
+    bad.mkdir(parents=True)
+    (bad / "task.json").write_text('{"key": "github:acme/app#7", "status": "runn')
+    assert main(["status", "-c", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert f"unreadable: {bad / 'task.json'}: not valid JSON" in out
+    assert "no readable tasks" in out
+    store.save(TaskState(key="github:acme/app#8", status=Status.DONE))
+    (bad / "task.json").write_text('{"key": "github:acme/app#7", "status": "sleeping"}')
+    assert main(["status", "-c", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "unreadable:" in out and "status: Input should be" in out
+    assert "github:acme/app#8" in out
