@@ -14,6 +14,7 @@ from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MISSED, JobExecutionEv
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.agent.runner import Deps, Outcome, TaskRunner
+from bot.agent.snapshot import pin_scope
 from bot.comments import Identity, Trust
 from bot.config import Settings
 from bot.context.tokens import TokenCounter, encoding_for
@@ -229,7 +230,8 @@ class Daemon:
 
     def _work(self, worker: _Worker, job: Job) -> Outcome:
         try:
-            outcome = worker.runner.run(job.key, fresh=job.fresh)
+            with pin_scope():  # the task's snapshots may be evicted once the run is over
+                outcome = worker.runner.run(job.key, fresh=job.fresh)
             self._count_tasks()
             return outcome
         except TaskBusy:

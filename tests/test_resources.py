@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import shutil
+import tarfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.agent.repo_tools import repo_tools
+from bot.agent.snapshot import Limits, evict, pin_scope, pinned_snapshot
 from bot.agent.tools import Toolbox
 from bot.agent.workspace import Workspace
 from bot.cli import main
 from bot.context.tokens import TokenCounter
 from bot.forge.types import TaskKey
 from bot.llm.base import ToolCall
+from bot.sandbox.llm_server import count_tool_results
 from bot.state import StateStore, Status, TaskState, atomic_write
 from bot.task_index import TaskIndex
 from tests.rig import Rig
@@ -188,3 +194,87 @@ def test_status_names_unreadable_task_files(
     out = capsys.readouterr().out
     assert "unreadable:" in out and "status: Input should be" in out
     assert "github:acme/app#8" in out
+
+
+# -- the snapshot cache: least-recently-used to a size, never what is in use, fetched again ----
+
+
+class Archives:
+    """A forge that serves one archive per SHA, `size` bytes of content each."""
+
+    def __init__(self, tmp: Path, size: int = 1000) -> None:
+        self.tmp, self.size, self.downloads = tmp, size, 0
+
+    def download_archive(self, repo: str, sha: str, dest: Path) -> None:
+        self.downloads += 1
+        payload = (sha * self.size)[: self.size].encode()
+        with tarfile.open(dest, mode="w:gz") as tar:
+            info = tarfile.TarInfo("top/data.txt")
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+
+
+def use(forge: Archives, cache: Path, sha: str, limit: int) -> Path:
+    """One task run on `sha`: pinned while it lasts, released when it ends."""
+    with pin_scope():
+        root, _pin = pinned_snapshot(forge, "a/b", sha, cache, Limits(), limit)  # type: ignore[arg-type]
+        time.sleep(0.02)  # distinct last-use times, whatever the filesystem's granularity
+        return root
+
+
+def cached(cache: Path) -> list[str]:
+    return sorted(p.name for p in (cache / "snapshots").iterdir())
+
+
+def test_cache_evicts_least_recently_used_down_to_the_limit(tmp_path: Path) -> None:
+    forge, cache = Archives(tmp_path), tmp_path / "cache"
+    limit = 2500  # room for two 1000-byte snapshots
+    for sha in ("a1", "b2", "c3"):
+        use(forge, cache, sha, 10_000)
+    use(forge, cache, "a1", 10_000)  # a1 is now the most recently used
+    assert cached(cache) == ["a1", "b2", "c3"] and forge.downloads == 3
+    use(forge, cache, "d4", limit)
+    assert cached(cache) == ["a1", "d4"]  # b2 then c3 went, oldest use first
+    assert evict(cache, limit) == []  # within the bound: nothing more
+    assert evict(cache, 1500) == ["a1"]
+    use(forge, cache, "a1", limit)  # evicted: downloaded again
+    assert forge.downloads == 5 and (cache / "snapshots" / "a1" / "data.txt").exists()
+
+
+def test_snapshot_in_use_is_never_evicted(tmp_path: Path) -> None:
+    forge, cache = Archives(tmp_path), tmp_path / "cache"
+    with pin_scope():
+        root, _pin = pinned_snapshot(forge, "a/b", "a1", cache, Limits(), 0)  # type: ignore[arg-type]
+        time.sleep(0.02)
+        use(forge, cache, "b2", 0)  # a limit of 0: everything not in use goes
+        use(forge, cache, "c3", 0)
+        assert cached(cache) == ["a1", "c3"]  # a1 is the oldest, but a task reads it
+        assert (root / "data.txt").exists()
+    assert evict(cache, 0) == ["a1", "c3"]  # the run ended: a1 can go now
+    assert cached(cache) == []
+
+
+def test_snapshot_deleted_mid_run_is_fetched_again(rig: Rig) -> None:
+    """README says the cache is safe to delete: even while a task reads it."""
+    thread = rig.issue()
+    cache = rig.state_dir / "cache"
+
+    def policy(req: dict[str, Any]) -> dict[str, Any]:
+        results = count_tool_results(req)
+        if results == 0:
+            shutil.rmtree(cache)  # an operator cleans up while the task works
+            return {"tool_calls": [("read_file", {"path": "src/app.py"})]}
+        if results == 1:
+            shutil.rmtree(cache / "snapshots")
+            return {"tool_calls": [("search_code", {"pattern": "print"})]}
+        return finish("Read it.")
+
+    rig.model.policy = policy
+    rig.run_once()
+    results = [str(m["content"]) for m in rig.model.requests[-1]["messages"] if m["role"] == "tool"]
+    assert "print('hi')" in results[0] and "error" not in results[0]
+    assert results[1].startswith("1 matching lines in 1 files") and "src/app.py" in results[1]
+    assert rig.state(thread).status is Status.DONE
+    # The run is over: its snapshot is no longer pinned, eviction can take it.
+    (sha,) = cached(cache)
+    assert evict(cache, 0) == [sha]
