@@ -187,7 +187,10 @@ def _prune(settings: Settings, older_than: str, dry_run: bool) -> int:
     for failure in result.failed:
         print(f"failed {failure}", file=sys.stderr)
     mb = result.freed_bytes / 1e6
-    print(f"{verb} {len(result.removed)} finished tasks older than {older_than} ({mb:.1f} MB)")
+    print(
+        f"{verb} {len(result.removed)} finished tasks and {result.old_run_files} files of earlier"
+        f" runs older than {older_than} ({mb:.1f} MB)"
+    )
     return EXIT_FAILURE if result.failed else EXIT_OK
 
 

@@ -1,4 +1,5 @@
-"""`bot prune`: remove finished tasks (done, failed, stopped) older than a given age.
+"""`bot prune`: remove finished tasks (done, failed, stopped) older than a given age, and the
+archived conversations and changesets of earlier runs (`*.run<N>.*`) older than it.
 
 Safe while the daemon runs: each task is removed under its own task lock (a task being worked
 on is skipped), and after it is read again under that lock (it may have been handed back in the
@@ -17,6 +18,7 @@ from pathlib import Path
 from bot.state import StateError, StateStore, TaskBusy, TaskState
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_OLD_RUN = re.compile(r"^(?:conversation\.run(\d+)\.jsonl|changes\.run(\d+)\.json)$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -35,6 +37,7 @@ class PruneResult:
     removed: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)  # "key: reason"
+    old_run_files: int = 0
     freed_bytes: int = 0
 
 
@@ -46,6 +49,7 @@ def prune(
     states, _unreadable = store.scan()  # an unreadable task is never removed: it is not known
     for state in states:
         if not _expired(state, cutoff):
+            _drop_old_runs(store, state, cutoff, dry_run, result)
             continue
         key = state.task_key()
         try:
@@ -68,6 +72,27 @@ def prune(
         result.removed.append(state.key)
         result.freed_bytes += size
     return result
+
+
+def _drop_old_runs(
+    store: StateStore, state: TaskState, cutoff: datetime, dry_run: bool, result: PruneResult
+) -> None:
+    """Files of runs before the current one are never written again (a new run only archives
+    the run before it), so they go without the task lock."""
+    for path in store.task_dir(state.task_key()).iterdir():
+        match = _OLD_RUN.match(path.name)
+        if match is None or int(match.group(1) or match.group(2)) >= state.run:
+            continue
+        try:
+            stat = path.stat()
+            if stat.st_mtime >= cutoff.timestamp():
+                continue
+            if not dry_run:
+                path.unlink()
+        except OSError:
+            continue
+        result.old_run_files += 1
+        result.freed_bytes += stat.st_size
 
 
 def _expired(state: TaskState, cutoff: datetime) -> bool:

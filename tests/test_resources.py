@@ -153,9 +153,20 @@ def test_prune_removes_only_old_finished_tasks(
     age(store, "github:a/b#3", 40, Status.RUNNING)  # old but not finished
     age(store, "github:a/b#4", 5, Status.STOPPED)  # finished but recent
     age(store, "github:a/b#5", 40, Status.STOPPED)  # finished and old, but being worked on
+    age(store, "github:a/b#6", 1, Status.RUNNING)
+    six = store.task_dir(TaskKey.parse("github:a/b#6"))
+    for name in ("conversation.run1.jsonl", "changes.run1.json", "conversation.run2.jsonl"):
+        (six / name).write_text("{}\n")
+    then = time.time() - 40 * 86400
+    os.utime(six / "conversation.run1.jsonl", (then, then))
+    os.utime(six / "changes.run1.json", (then, then))
+    state = store.load(TaskKey.parse("github:a/b#6"))
+    assert state is not None
+    state.run = 3
+    atomic_write(six / "task.json", state.model_dump_json().encode())
     assert main(["prune", "-c", str(config), "--older-than", "30d", "--dry-run"]) == 0
-    assert "would remove 3 finished tasks" in capsys.readouterr().out
-    assert len(store.all_states()) == 5
+    assert "would remove 3 finished tasks and 2 files of earlier runs" in capsys.readouterr().out
+    assert len(store.all_states()) == 6 and (six / "changes.run1.json").exists()  # dry run
     with store.task_lock(TaskKey.parse("github:a/b#5")):
         assert main(["prune", "-c", str(config), "--older-than", "30d"]) == 0
     out = capsys.readouterr().out
@@ -165,7 +176,9 @@ def test_prune_removes_only_old_finished_tasks(
         "github:a/b#3",
         "github:a/b#4",
         "github:a/b#5",
+        "github:a/b#6",
     ]
+    assert sorted(p.name for p in six.iterdir() if "run" in p.name) == ["conversation.run2.jsonl"]
     assert not store.task_dir(TaskKey.parse("github:a/b#1")).exists()
     assert not [
         p
