@@ -192,6 +192,8 @@ class Pin:
 
     def release(self) -> None:
         if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.utime(self._fd)  # the end of a use is its last use
             os.close(self._fd)
             self._fd = None
 
