@@ -231,7 +231,7 @@ def use(forge: Archives, cache: Path, sha: str, limit: int) -> Path:
     """One task run on `sha`: pinned while it lasts, released when it ends."""
     with pin_scope():
         root, _pin = pinned_snapshot(forge, "a/b", sha, cache, Limits(), limit)  # type: ignore[arg-type]
-        time.sleep(0.02)  # distinct last-use times, whatever the filesystem's granularity
+        time.sleep(0.05)  # distinct last-use times (timestamps are coarser than 50 ms nowhere here)
         return root
 
 
@@ -258,7 +258,7 @@ def test_snapshot_in_use_is_never_evicted(tmp_path: Path) -> None:
     forge, cache = Archives(tmp_path), tmp_path / "cache"
     with pin_scope():
         root, _pin = pinned_snapshot(forge, "a/b", "a1", cache, Limits(), 0)  # type: ignore[arg-type]
-        time.sleep(0.02)
+        time.sleep(0.05)
         use(forge, cache, "b2", 0)  # a limit of 0: everything not in use goes
         use(forge, cache, "c3", 0)
         assert cached(cache) == ["a1", "c3"]  # a1 is the oldest, but a task reads it
