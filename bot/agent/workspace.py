@@ -45,7 +45,9 @@ class Workspace:
         # operator): a missing cache must never read as missing files.
         self.refetch = refetch
 
-    def _snapshot(self) -> Path:
+    def snapshot_root(self) -> Path:
+        """The snapshot directory, downloaded again first if it went missing from the cache
+        (callers that copy it, such as the jail, use this rather than `root`)."""
         if self.refetch is not None and not (self.root / COMPLETE).exists():
             self.root = self.refetch()
         return self.root
@@ -73,7 +75,7 @@ class Workspace:
         return normal
 
     def _disk(self, rel: str) -> Path:
-        self._snapshot()
+        self.snapshot_root()
         target = self.root.joinpath(*PurePosixPath(rel).parts) if rel else self.root
         if not target.resolve().is_relative_to(self.root.resolve()):
             raise WorkspaceError(f"error: {rel!r} leaves the repository")
@@ -102,7 +104,7 @@ class Workspace:
     def files(self) -> Iterator[Entry]:
         """Every file, snapshot and changeset merged, in path order."""
         seen: set[str] = set()
-        for dirpath, dirnames, filenames in os.walk(self._snapshot()):
+        for dirpath, dirnames, filenames in os.walk(self.snapshot_root()):
             dirnames[:] = sorted(d for d in dirnames if d != ".git")
             base = Path(dirpath).relative_to(self.root)
             for name in sorted(filenames):
@@ -121,7 +123,7 @@ class Workspace:
                 yield Entry(rel, len(content.encode()), False)
 
     def skipped(self) -> list[str]:
-        path = self._snapshot() / SKIPPED
+        path = self.snapshot_root() / SKIPPED
         return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
     # -- writing ------------------------------------------------------------------------------
