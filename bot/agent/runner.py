@@ -20,6 +20,7 @@ from typing import NoReturn
 import structlog
 
 from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
+from bot.agent.instructions import author_trusted, repository_instructions
 from bot.agent.pinning import pin
 from bot.agent.plan_tool import plan_tool
 from bot.agent.publish import publish
@@ -36,7 +37,7 @@ from bot.agent.workspace import Workspace
 from bot.comments import CommentDetectionManager, Identity, NewComment, Trust
 from bot.config import Settings
 from bot.context.budget import truncate
-from bot.context.engine import agent_rules, initial_context
+from bot.context.engine import initial_context, opening_budget
 from bot.context.tokens import TokenCounter
 from bot.context.window import WindowTooSmall, fit
 from bot.controls import Decision, decide, split_commands
@@ -235,19 +236,20 @@ class _Run:
         existing = self.detector.initialize()
         talk = split_commands(existing).talk  # old commands are history, not orders
         workspace = self.workspace()
-        system = self._system_prompt(workspace)
+        trusted = author_trusted(self.forge, thread, self.detector.trust)
+        system = self._system_prompt(workspace, thread, trusted)
         counter = self.deps.counter
         tools_tokens = counter.tools([s.openai() for s in self.toolbox.specs()])
-        # Half of what the system prompt and tool schemas leave; the rest is for the work.
-        room = self._budget() - counter.count(system) - tools_tokens
+        fixed = counter.count(system) + tools_tokens
         opening = initial_context(
             thread,
             self.detector.deliverable(talk),
             workspace,
             counter,
-            max(room // 2, 128),
+            opening_budget(self._budget(), fixed),
             previous=self.state.previous_summary,
             base=target_workspace(self.forge, thread, self.state.base_sha, self.settings),
+            author_trusted=trusted,
         )
         log.info("context_plan", **opening.plan.log_fields())
         self.conversation.append({"role": "system", "content": system, "kind": "system"})
@@ -394,8 +396,17 @@ class _Run:
         """Tokens a request may use: the window minus the room kept for the answer."""
         return self.settings.llm.context_window - self.settings.llm.reserve_output_tokens
 
-    def _system_prompt(self, workspace: Workspace) -> str:
-        rules = agent_rules(workspace, self.deps.counter, self._budget() // 8)
+    def _system_prompt(self, workspace: Workspace, thread: Thread, trusted: bool) -> str:
+        assert self.state.base_sha is not None
+        rules = repository_instructions(
+            self.forge,
+            thread,
+            self.state.base_sha,
+            workspace,
+            trusted,
+            self.deps.counter,
+            self._budget() // 8,
+        )
         return load_prompt("system.md").format(
             bot_login=self.deps.identity.login,
             task_ref=str(self.key),

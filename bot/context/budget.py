@@ -148,3 +148,39 @@ def shorten_list(items: Sequence[str], keep: int) -> str:
     if len(items) <= keep:
         return ", ".join(items)
     return f"{', '.join(items[:keep])}, ... (+{len(items) - keep} more)"
+
+
+def cut_head(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The beginning of `text` in at most `max_tokens`: whole lines, then as much of the next
+    line as fits, so a one-paragraph body (a long Japanese line) still shows its start.
+
+    Like `truncate`, closes a fence the cut left open and says how many lines were left out.
+    """
+    if counter.count(text) <= max_tokens:
+        return text
+    lines = text.split("\n")
+    room = max_tokens - 16  # the fence and the "truncated" line
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        cost = counter.count(line + "\n")
+        if used + cost > room:
+            break
+        kept.append(line)
+        used += cost
+    rest = lines[len(kept) :]
+    partial = _cut_line(rest[0], room - used - 1, counter) if rest else ""
+    while True:
+        body = kept + ([partial + "…"] if partial else [])
+        fence = _open_fence(body)
+        dropped = len(lines) - len(kept) - (1 if partial else 0)
+        tail = ([fence] if fence else []) + [f"... (truncated: {dropped} more lines)"]
+        result = "\n".join(body + tail)
+        if counter.count(result) <= max_tokens:
+            return result
+        if partial:
+            partial = partial[: len(partial) // 2]
+        elif kept:
+            kept.pop()
+        else:
+            return ""

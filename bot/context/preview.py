@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.agent.instructions import author_trusted
 from bot.agent.pinning import pin
 from bot.agent.snapshot import snapshot
 from bot.agent.workspace import Workspace
@@ -37,4 +38,7 @@ def preview(
         target = forge.resolve_branch(key.repo, thread.base_ref)
         if target is not None and target.sha != sha:
             base = Workspace(snapshot(forge, key.repo, target.sha, cache), {})
-    return initial_context(thread, shown, Workspace(root, {}), counter, budget, base=base)
+    trusted = author_trusted(forge, thread, trust)
+    return initial_context(
+        thread, shown, Workspace(root, {}), counter, budget, base=base, author_trusted=trusted
+    )
