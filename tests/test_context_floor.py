@@ -125,11 +125,11 @@ def test_opening_keeps_title_first_lines_and_newest_comment(
     assert fixed + COUNTER.count(rendered) + 16 <= prompt_budget  # the first request fits
     assert title in rendered
     first_line = body.splitlines()[0]
-    assert first_line[:12] in rendered  # the body's first line, at least its beginning
+    assert first_line[:8] in rendered  # the body's first line, at least its beginning
     if items:
         newest = items[-1]
         assert f"- ({len(items)}) @user{len(items)}" in rendered
-        assert newest.comment.body.splitlines()[0][:12] in rendered
+        assert newest.comment.body.splitlines()[0][:8] in rendered
     excluded = {
         int(c.source[9:-1])
         for c in opening.plan.choices

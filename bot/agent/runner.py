@@ -25,6 +25,7 @@ from bot.agent.pinning import pin
 from bot.agent.plan_tool import plan_tool
 from bot.agent.publish import publish
 from bot.agent.repo_tools import repo_tools
+from bot.agent.shrink import StillTooLong, complete_or_shrink
 from bot.agent.tools import (
     Toolbox,
     ToolResult,
@@ -442,13 +443,20 @@ class _Run:
             summarized = len(messages) > 2 and str(messages[2].get("content")).startswith(
                 SUMMARY_HEADER
             )
-            fitted = fit(
-                messages, self._budget(), self.deps.counter, tools_tokens, 3 if summarized else 2
-            )
+            pinned = 3 if summarized else 2
+            fitted = fit(messages, self._budget(), self.deps.counter, tools_tokens, pinned)
         except WindowTooSmall as exc:
             self._fail(str(exc))
         try:
-            reply = self.deps.llm.complete(fitted.messages, specs)
+            # A "too long" refusal from the endpoint: shrink the request and retry, once.
+            reply, fitted = complete_or_shrink(
+                self.deps.llm,
+                fitted,
+                specs,
+                lambda limit: fit(messages, limit, self.deps.counter, tools_tokens, pinned),
+            )
+        except StillTooLong as exc:
+            self._fail(str(exc))
         except LLMFatal as exc:
             self._fail(f"the model endpoint refused the request: {exc}")
         except LLMError as exc:

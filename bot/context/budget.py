@@ -22,21 +22,27 @@ def fence_for(text: str) -> str:
 
 def _open_fence(lines: Sequence[str]) -> str | None:
     """The fence still open at the end of `lines`, if any."""
+    return _fence_states(lines)[-1]
+
+
+def _fence_states(lines: Sequence[str]) -> list[str | None]:
+    """The fence open before each line, and after the last (one more entry than lines)."""
     open_fence: str | None = None
+    states: list[str | None] = [None]
     for line in lines:
         match = _FENCE.match(line)
-        if not match:
-            continue
-        mark = match.group(1)
-        if open_fence is None:
-            open_fence = mark
-        elif (
-            mark[0] == open_fence[0]
-            and len(mark) >= len(open_fence)
-            and not line.strip()[len(mark) :]
-        ):
-            open_fence = None
-    return open_fence
+        if match:
+            mark = match.group(1)
+            if open_fence is None:
+                open_fence = mark
+            elif (
+                mark[0] == open_fence[0]
+                and len(mark) >= len(open_fence)
+                and not line.strip()[len(mark) :]
+            ):
+                open_fence = None
+        states.append(open_fence)
+    return states
 
 
 def close_fences(text: str) -> str:
@@ -159,7 +165,7 @@ def cut_head(text: str, max_tokens: int, counter: TokenCounter) -> str:
     if counter.count(text) <= max_tokens:
         return text
     lines = text.split("\n")
-    room = max_tokens - 16  # the fence and the "truncated" line
+    room = max_tokens - 10  # the "truncated" line (a fence closer is made room for below)
     kept: list[str] = []
     used = 0
     for line in lines:
@@ -184,3 +190,42 @@ def cut_head(text: str, max_tokens: int, counter: TokenCounter) -> str:
             kept.pop()
         else:
             return ""
+
+
+def keep_ends(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The beginning and the end of `text` in at most `max_tokens`, the middle cut out.
+
+    For a rendered opening context that must shrink after the fact: its beginning is the
+    thread's title and first lines, its end the newest comments and the list of what was left
+    out. The cut is at line boundaries outside code fences, and says how many lines it took.
+    """
+    if counter.count(text) <= max_tokens:
+        return text
+    lines = text.split("\n")
+    states: list[str | None] = []  # the fence open before each line
+    for n in range(len(lines) + 1):
+        states.append(
+            _open_fence(lines[:n]) if n == 0 or _FENCE.match(lines[n - 1]) else states[-1]
+        )
+    room = max_tokens - 24  # the cut marker and a fence closer
+    head: list[str] = []
+    used = h = 0
+    while h < len(lines) and used + counter.count(lines[h] + "\n") <= room // 2:
+        used += counter.count(lines[h] + "\n")
+        head.append(lines[h])
+        h += 1
+    if h < len(lines) and room // 2 - used > 8:
+        partial = _cut_line(lines[h], room // 2 - used - 2, counter)
+        head += [partial + "…"] if partial else []
+    fence = _open_fence(head)
+    head += [fence] if fence else []
+    left = room - counter.count("\n".join(head) + "\n")
+    t, used = len(lines), 0
+    while t > h + 1 and used + counter.count(lines[t - 1] + "\n") <= left:
+        used += counter.count(lines[t - 1] + "\n")
+        t -= 1
+    while t < len(lines) and states[t] is not None:
+        t += 1  # never start the tail inside a code block
+    marker = f"... ({t - h} lines cut here to fit the context window) ..."
+    result = "\n".join([*head, marker, *lines[t:]])
+    return result if counter.count(result) <= max_tokens else cut_head(text, max_tokens, counter)

@@ -44,6 +44,7 @@ class Candidate:
     rank: int  # lower first: the order in which the budget is spent
     required: bool = False  # never excluded (the issue body): cut to fit instead
     prefer_summary: bool = False  # found by the bot: summary unless room is plentiful
+    head: int = 0  # required only: tokens its floor keeps at least (the thread's header)
 
 
 @dataclass(frozen=True)
@@ -130,9 +131,10 @@ def _floors(required: Sequence[Candidate], budget: int, counter: TokenCounter) -
     """Each required candidate's beginning, within an even share of what the others left."""
     pool = max(budget, 0)
     out: dict[str, str] = {}
-    by_cost = sorted(required, key=lambda c: counter.count(c.full))  # small ones give back
+    # Small ones first: what they do not need is left to the others. A `head` is served first.
+    by_cost = sorted(required, key=lambda c: (-c.head, counter.count(c.full)))
     for n, candidate in enumerate(by_cost):
-        share = pool // (len(by_cost) - n)
+        share = max(pool // (len(by_cost) - n), min(candidate.head, pool))
         out[candidate.source] = cut_head(candidate.full, share, counter)
         pool -= counter.count(out[candidate.source])
     return out

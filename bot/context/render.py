@@ -43,9 +43,8 @@ def thread_header(thread: Thread, trusted: bool = True) -> str:
     labels = ", ".join(sorted(thread.labels)) or "none"
     if not trusted:
         return (
-            f"# {kind_title(thread)} {thread.key}\n"
-            f"State: {thread.state}. Author: @{thread.author} ({UNTRUSTED}). Labels: {labels}.\n"
-            f"Title and description by @{thread.author}, quoted ({UNTRUSTED}):\n"
+            f"# {kind_title(thread)} {thread.key} by @{thread.author} ({UNTRUSTED})\n"
+            f"State: {thread.state}. Labels: {labels}. Title and description, quoted:\n"
             f"{quote(thread.title)}"
         )
     return (
