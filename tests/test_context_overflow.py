@@ -64,16 +64,19 @@ BODY = "The login page fails after the second submit.\n" + "It shows a blank pag
 def test_a_refused_request_is_shrunk_and_retried_once(rig: Rig, style: Any) -> None:
     """The server's window is smaller than configured and its tokenizer counts more: the first
     request is refused; the retry fits and still holds the title, the first line and the
-    newest comment."""
+    newest comment; the rest of the run keeps to the size that worked."""
     rig.model.context_window, rig.model.token_ratio, rig.model.refusal = 3000, 1.3, style
     thread = rig.issue(title="Login breaks (title-marker)", body=BODY)
     for n in range(6):
         rig.comment(thread, f"Older note {n}: " + "more detail here. " * 40)
     rig.comment(thread, "Newest: please check logout too (newest-marker).")
-    rig.model.policy = lambda request: {"tool_calls": [("finish", {"summary": "Fixed."})]}
+    steps = [("read_file", {"path": "README.md"})] * 2 + [("finish", {"summary": "Fixed."})]
+    rig.model.policy = lambda request: {"tool_calls": [steps.pop(0)]}
     rig.run_once()
     assert thread.labels == ["coding agent done"], rig.bot_comments(thread)
-    assert len(rig.model.refused) == 1 and len(rig.model.requests) == 1
+    # Refused once; the retry and every later call of the run keep to the learned size.
+    assert len(rig.model.refused) == 1 and len(rig.model.requests) == 3
+    assert all(rig.model.prompt_tokens(r) <= 3000 for r in rig.model.requests)
     refused, accepted = rig.model.refused[0], rig.model.requests[0]
     assert refused["messages"][0] == accepted["messages"][0]  # the same call, made smaller
     assert rig.model.prompt_tokens(accepted) <= 3000

@@ -25,7 +25,7 @@ from bot.agent.pinning import pin
 from bot.agent.plan_tool import plan_tool
 from bot.agent.publish import publish
 from bot.agent.repo_tools import repo_tools
-from bot.agent.shrink import StillTooLong, complete_or_shrink
+from bot.agent.shrink import StillTooLong, WindowCap, complete_or_shrink
 from bot.agent.tools import (
     Toolbox,
     ToolResult,
@@ -137,6 +137,7 @@ class _Run:
         )
         self.poster = Poster(self.forge, key, deps.identity.login, self.store, self.state)
         self.thread: Thread | None = None
+        self.window_cap = WindowCap()  # lowered when the endpoint refuses a request as too long
         self._workspace: Workspace | None = None
         self.toolbox = self._tools()
 
@@ -395,7 +396,8 @@ class _Run:
 
     def _budget(self) -> int:
         """Tokens a request may use: the window minus the room kept for the answer."""
-        return self.settings.llm.context_window - self.settings.llm.reserve_output_tokens
+        llm = self.settings.llm
+        return self.window_cap.limit(llm.context_window - llm.reserve_output_tokens)
 
     def _system_prompt(self, workspace: Workspace, thread: Thread, trusted: bool) -> str:
         assert self.state.base_sha is not None
@@ -454,6 +456,7 @@ class _Run:
                 fitted,
                 specs,
                 lambda limit: fit(messages, limit, self.deps.counter, tools_tokens, pinned),
+                self.window_cap,
             )
         except StillTooLong as exc:
             self._fail(str(exc))

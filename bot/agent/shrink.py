@@ -8,6 +8,7 @@ short context). When it refuses, its numbers (when it gives them) say by how muc
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from bot.context.window import Fitted, WindowTooSmall
 from bot.llm.base import ContextTooLong, LLMClient, LLMReply, ToolSpec
@@ -30,6 +31,17 @@ class StillTooLong(Exception):
         )
 
 
+@dataclass
+class WindowCap:
+    """What a run learned about the endpoint's real window (our tokens), so that one refusal
+    is paid once per run, not once per call."""
+
+    tokens: int | None = None
+
+    def limit(self, budget: int) -> int:
+        return budget if self.tokens is None else min(budget, self.tokens)
+
+
 def shrunk_limit(sent: int, refusal: ContextTooLong) -> int:
     """The token limit (our count) for the retry of a request of `sent` tokens."""
     if refusal.window and refusal.prompt:
@@ -49,8 +61,10 @@ def complete_or_shrink(
     fitted: Fitted,
     tools: Sequence[ToolSpec],
     refit: Callable[[int], Fitted],
+    cap: WindowCap,
 ) -> tuple[LLMReply, Fitted]:
-    """`llm.complete` on `fitted`; after a too-long refusal, once more on `refit(smaller)`."""
+    """`llm.complete` on `fitted`; after a too-long refusal, once more on `refit(smaller)`,
+    and if that is accepted, `cap` keeps the smaller limit for the rest of the run."""
     try:
         return llm.complete(fitted.messages, tools), fitted
     except ContextTooLong as refusal:
@@ -68,6 +82,8 @@ def complete_or_shrink(
         except WindowTooSmall:
             raise StillTooLong(refusal.reason, limit) from None
     try:
-        return llm.complete(smaller.messages, tools), smaller
+        reply = llm.complete(smaller.messages, tools)
     except ContextTooLong as again:
         raise StillTooLong(again.reason, smaller.tokens) from None
+    cap.tokens = limit
+    return reply, smaller
