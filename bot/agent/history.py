@@ -100,6 +100,7 @@ def compact(
     reply = llm.complete(request, [])
     summary = (reply.content or "").strip() or "(the earlier work could not be summarized)"
     verbatim, dropped = _newest_within(carried, int(limit * VERBATIM_SHARE), counter)
+    dropped += sum(int(e.get("verbatim_dropped") or 0) for e in earlier)
     log.info(
         "history_compacted",
         turns=keep_from,
@@ -119,6 +120,7 @@ def compact(
         "content": content,
         "summary": summary,
         "verbatim": verbatim,
+        "verbatim_dropped": dropped,
         "covers_until": covers_until,
         "usage": {
             "prompt_tokens": reply.prompt_tokens,

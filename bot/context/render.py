@@ -39,7 +39,7 @@ def kind_title(thread: Thread) -> str:
     ]
 
 
-def thread_header(thread: Thread, trusted: bool = True) -> str:
+def thread_header(thread: Thread, trusted: bool) -> str:
     """The thread's first lines. An untrusted author's title is quoted under the mark, like
     an untrusted comment, so no line of it can pass for our own framing."""
     labels = ", ".join(sorted(thread.labels)) or "none"
