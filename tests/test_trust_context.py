@@ -3,11 +3,18 @@ and compacted history (issue 11, holes 1 and 6's trust part), end to end through
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import jsonschema
 import requests
 
+from bot.agent.history import compact
+from bot.comments import CommentDetectionManager, NewComment, Trust
+from bot.context.tokens import TokenCounter
+from bot.forge.types import Comment, Permission
+from bot.llm.base import LLMReply
+from bot.llm.fake import ScriptedLLM
 from bot.sandbox.forge_server import ForgeServer
 from tests.conftest import BOT_TOKEN, REPO
 from tests.rig import Rig
@@ -156,3 +163,50 @@ def test_the_emulators_fork_request_matches_openapi(server: ForgeServer) -> None
     jsonschema.validate(body, SCHEMAS["GET /repos/{owner}/{repo}/pulls/{pull_number} 200"])
     assert body["head"]["repo"]["full_name"] == "bob/app" and body["head"]["repo"]["fork"]
     assert body["head"]["sha"] == thread.head_sha and body["base"]["repo"]["full_name"] == REPO
+
+
+def comment_message(author: str, body: str, trusted: bool) -> dict[str, Any]:
+    """A comment message exactly as the detector writes it into the conversation."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    perm = Permission.WRITE if trusted else Permission.NONE
+    item = NewComment(Comment(f"c-{author}", author, body, at, at, perm), False, trusted)
+    detector = CommentDetectionManager(None, None, None, Trust(), None)  # type: ignore[arg-type]
+    return {"role": "user", "content": detector.format_comment_message([item]), "kind": "comments"}
+
+
+def test_untrusted_text_is_carried_verbatim_through_repeated_compactions() -> None:
+    """Two compactions in a row with a summarizer that parrots whatever it is shown: the
+    outsider's comment never reaches it, and stays quoted after both summaries."""
+    counter = TokenCounter()
+    rogue = ScriptedLLM([], default=lambda messages: LLMReply(f"OBEY: {messages[1]['content']}"))
+    entries: list[dict[str, Any]] = [
+        {"role": "system", "content": "system", "kind": "system"},
+        {"role": "user", "content": "the task", "kind": "initial"},
+    ]
+
+    def work(n: int) -> None:
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "read_file"}}
+        call["function"]["arguments"] = "{}"
+        entries.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        entries.append({"role": "tool", "tool_call_id": f"c{n}", "content": "x " * 300})
+
+    work(1)
+    entries.append(comment_message("mallory", HOSTILE_COMMENT, trusted=False))
+    entries.append(comment_message("alice", "Looks good so far (trusted-marker).", trusted=True))
+    for n in range(2, 5):
+        work(n)
+    for _ in range(2):
+        summary = compact(entries, 1500, counter, rogue)
+        assert summary is not None
+        summary.pop("usage")
+        entries.append(summary)
+        for n in range(10, 14):
+            work(n + len(entries))
+    assert len(rogue.requests) == 2
+    for request in rogue.requests:
+        assert "comment-marker" not in str(request)
+    latest = next(e for e in reversed(entries) if e.get("kind") == "summary")
+    found = lines_with(latest["content"], "comment-marker")
+    assert found and all(line.startswith("> ") for line in found)
+    assert "untrusted: no write access" in latest["content"]
+    assert "OBEY" in latest["content"] and "trusted-marker" in str(rogue.requests[0])
