@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from bot.context.tokens import TokenCounter
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+HEAD_MIN = 48  # tokens `keep_ends` keeps for the beginning beyond its first lines
 
 
 def fence_for(text: str) -> str:
@@ -197,35 +198,37 @@ def keep_ends(text: str, max_tokens: int, counter: TokenCounter) -> str:
 
     For a rendered opening context that must shrink after the fact: its beginning is the
     thread's title and first lines, its end the newest comments and the list of what was left
-    out. The cut is at line boundaries outside code fences, and says how many lines it took.
+    out. The end is measured first (it may take what the beginning's first lines leave); the
+    cut is at line boundaries outside code fences, and says how many lines it took.
     """
     if counter.count(text) <= max_tokens:
         return text
     lines = text.split("\n")
-    states: list[str | None] = []  # the fence open before each line
-    for n in range(len(lines) + 1):
-        states.append(
-            _open_fence(lines[:n]) if n == 0 or _FENCE.match(lines[n - 1]) else states[-1]
-        )
+    states = _fence_states(lines)
     room = max_tokens - 24  # the cut marker and a fence closer
+    first = sum(counter.count(line + "\n") for line in lines[:4])
+    tail_room = room - min(first + HEAD_MIN, room // 2)
+    t, used = len(lines), 0
+    while t > 1 and used + counter.count(lines[t - 1] + "\n") <= tail_room:
+        used += counter.count(lines[t - 1] + "\n")
+        t -= 1
+    while t < len(lines) and (states[t] is not None or lines[t - 1] != ""):
+        # The tail starts at a part of its own (parts are separated by blank lines, which
+        # quoted text never holds), never inside a code block or a comment whose header,
+        # with its trust mark, would be cut off.
+        t += 1
+    head_room = room - counter.count("\n".join(lines[t:]) + "\n")
     head: list[str] = []
     used = h = 0
-    while h < len(lines) and used + counter.count(lines[h] + "\n") <= room // 2:
+    while h < t and used + counter.count(lines[h] + "\n") <= head_room:
         used += counter.count(lines[h] + "\n")
         head.append(lines[h])
         h += 1
-    if h < len(lines) and room // 2 - used > 8:
-        partial = _cut_line(lines[h], room // 2 - used - 2, counter)
+    if h < t and head_room - used > 8:
+        partial = _cut_line(lines[h], head_room - used - 2, counter)
         head += [partial + "…"] if partial else []
     fence = _open_fence(head)
     head += [fence] if fence else []
-    left = room - counter.count("\n".join(head) + "\n")
-    t, used = len(lines), 0
-    while t > h + 1 and used + counter.count(lines[t - 1] + "\n") <= left:
-        used += counter.count(lines[t - 1] + "\n")
-        t -= 1
-    while t < len(lines) and states[t] is not None:
-        t += 1  # never start the tail inside a code block
     marker = f"... ({t - h} lines cut here to fit the context window) ..."
     result = "\n".join([*head, marker, *lines[t:]])
     return result if counter.count(result) <= max_tokens else cut_head(text, max_tokens, counter)

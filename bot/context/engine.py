@@ -340,8 +340,8 @@ def _render(chosen: ContextPlan, numbered: Sequence[NumberedComment], trusted: b
     shown = [i for i in numbered if by_source[f"comment ({i.number})"].grain is not Grain.EXCLUDED]
     if shown:
         parts.append("## Comments")
+        parts.append(legend(shown))  # before the comments: a cut that keeps the end keeps them
         parts += [by_source[f"comment ({i.number})"].text for i in shown]
-        parts.append(legend(shown))
     left_out = chosen.left_out()
     summarized = [c.source for c in chosen.choices if c.grain is Grain.SUMMARY]
     notes = []
