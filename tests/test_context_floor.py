@@ -20,6 +20,7 @@ from bot.comments import NewComment
 from bot.context.engine import initial_context, opening_budget
 from bot.context.plan import Grain
 from bot.context.tokens import TokenCounter
+from bot.context.window import truncate_text
 from bot.forge.types import Comment, Kind, Permission, Platform, TaskKey, Thread
 from bot.prompts import load_prompt
 from tests.conftest import REPO
@@ -155,3 +156,29 @@ def test_japanese_thread_in_a_4000_token_window_keeps_the_newest_comment(
     assert "コメント10は再現しました。" in opening.text
     assert "ログインできない" in opening.text and "ログイン画面でエラー" in opening.text
     assert COUNTER.count(opening.text) <= budget
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(thread_parts=threads(), share=st.floats(min_value=0.05, max_value=0.95))
+def test_an_opening_cut_after_the_fact_keeps_both_ends(
+    workspace: Workspace, thread_parts: tuple[str, str, list[tuple[str, bool]]], share: float
+) -> None:
+    """What `fit` does when the endpoint makes the request smaller than planned: the cut
+    opening still holds the title, the body's beginning and the newest comment's header, and
+    no quoted line is separated from its trust mark."""
+    title, body, raw = thread_parts
+    key = TaskKey(Platform.GITHUB, REPO, Kind.ISSUE, 1)
+    thread = Thread(key, title, body, "alice", "open", frozenset(), frozenset(), T0, T0)
+    items = [comment(n, b, t) for n, (b, t) in enumerate(raw, start=1)]
+    full = initial_context(thread, items, workspace, COUNTER, 6000, author_trusted=False).text
+    limit = max(256, int(COUNTER.count(full) * share))
+    cut = truncate_text(full, limit, COUNTER)
+    assert COUNTER.count(cut) <= limit
+    assert title in cut and body.splitlines()[0][:8] in cut
+    if items:
+        assert f"- ({len(items)}) @user{len(items)} (" in cut
+    blocks = cut.split("\n\n")
+    # Every block of quoted text starts with its own header (a comment's, or the thread's).
+    assert not any(b.lstrip().startswith(">") for b in blocks)

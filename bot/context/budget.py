@@ -198,37 +198,48 @@ def keep_ends(text: str, max_tokens: int, counter: TokenCounter) -> str:
 
     For a rendered opening context that must shrink after the fact: its beginning is the
     thread's title and first lines, its end the newest comments and the list of what was left
-    out. The end is measured first (it may take what the beginning's first lines leave); the
-    cut is at line boundaries outside code fences, and says how many lines it took.
+    out. The text is taken as parts separated by blank lines (outside code fences; quoted text
+    never holds a blank line), so the end is whole parts from the last one back, and a part
+    too long to keep whole keeps its first lines: a comment never loses its header and trust
+    mark. The end is measured first; the beginning gets what is left.
     """
     if counter.count(text) <= max_tokens:
         return text
     lines = text.split("\n")
     states = _fence_states(lines)
+    starts = [0] + [n for n in range(1, len(lines)) if lines[n - 1] == "" and states[n] is None]
+    bounds = list(zip(starts, [*starts[1:], len(lines)], strict=True))
     room = max_tokens - 24  # the cut marker and a fence closer
     first = sum(counter.count(line + "\n") for line in lines[:4])
     tail_room = room - min(first + HEAD_MIN, room // 2)
-    t, used = len(lines), 0
-    while t > 1 and used + counter.count(lines[t - 1] + "\n") <= tail_room:
-        used += counter.count(lines[t - 1] + "\n")
-        t -= 1
-    while t < len(lines) and (states[t] is not None or lines[t - 1] != ""):
-        # The tail starts at a part of its own (parts are separated by blank lines, which
-        # quoted text never holds), never inside a code block or a comment whose header,
-        # with its trust mark, would be cut off.
-        t += 1
-    head_room = room - counter.count("\n".join(lines[t:]) + "\n")
+    tail: list[str] = []
+    k = len(bounds)
+    while k > 1:
+        part = "\n".join(lines[bounds[k - 1][0] : bounds[k - 1][1]])
+        left = tail_room - counter.count("\n".join(tail) + "\n")
+        if counter.count(part + "\n") <= left:
+            tail.insert(0, part)
+            k -= 1
+            continue
+        if left > 24:  # too long whole: its first lines, with the header
+            cut = cut_head(part.rstrip("\n"), left - 2, counter)
+            if cut:
+                tail.insert(0, cut + "\n")
+                k -= 1
+        break
+    end = bounds[k][0] if k < len(bounds) else len(lines)
+    head_room = room - counter.count("\n".join(tail) + "\n")
     head: list[str] = []
     used = h = 0
-    while h < t and used + counter.count(lines[h] + "\n") <= head_room:
+    while h < end and used + counter.count(lines[h] + "\n") <= head_room:
         used += counter.count(lines[h] + "\n")
         head.append(lines[h])
         h += 1
-    if h < t and head_room - used > 8:
+    if h < end and head_room - used > 8:
         partial = _cut_line(lines[h], head_room - used - 2, counter)
         head += [partial + "…"] if partial else []
     fence = _open_fence(head)
     head += [fence] if fence else []
-    marker = f"... ({t - h} lines cut here to fit the context window) ..."
-    result = "\n".join([*head, marker, *lines[t:]])
+    marker = f"... ({max(end - h, 1)} lines cut here to fit the context window) ...\n"
+    result = "\n".join([*head, marker, *tail])
     return result if counter.count(result) <= max_tokens else cut_head(text, max_tokens, counter)
