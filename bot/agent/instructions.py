@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bot.agent.workspace import Workspace, WorkspaceError, is_binary
 from bot.comments import Trust
-from bot.context.engine import RULE_FILES, agent_rules
+from bot.context.engine import agent_rules
 from bot.context.tokens import TokenCounter
 from bot.forge.base import Forge
 from bot.forge.errors import ForgeError, NotFound
@@ -75,6 +75,3 @@ def repository_instructions(
             return data.decode("utf-8", errors="replace")
 
     return agent_rules(read, counter, budget)
-
-
-__all__ = ["RULE_FILES", "author_trusted", "instructions_commit", "repository_instructions"]
