@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot.agent.instructions import author_trusted
 from bot.agent.pinning import pin
 from bot.agent.workbench import task_workspace
 from bot.comments import Identity, NewComment, Trust
@@ -34,4 +35,7 @@ def preview(
         target = forge.resolve_branch(key.repo, thread.base_ref)
         if target is not None and target.sha != sha:
             base = task_workspace(forge, key, target.sha, {}, settings)
-    return initial_context(thread, shown, workspace, counter, budget, base=base)
+    trusted = author_trusted(forge, thread, trust)
+    return initial_context(
+        thread, shown, workspace, counter, budget, base=base, author_trusted=trusted
+    )
