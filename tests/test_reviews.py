@@ -4,14 +4,20 @@ replies that land in the review thread."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
+from bot.confidential import WITHHELD
 from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.world import StepClock, SThread
+from bot.sandbox.forge_server import Fault, ForgeServer
+from bot.sandbox.llm_server import count_tool_results
+from bot.sandbox.world import SComment, StepClock, SThread
+from bot.state import Status
 from tests.conftest import REPO, ForgeFactory, kind_for
+from tests.rig import Rig
 
 CHANGED = "import os\n\n\ndef foo():\n    return os.getcwd()\n"
 
@@ -155,3 +161,137 @@ def test_gitlab_internal_note_is_marked(
         ("public", False),
         ("customer ACME pays 40k", True),
     ]
+
+
+# -- the whole daemon: what the model sees, where the answers land --------------------------
+
+
+def finish(summary: str) -> dict[str, Any]:
+    return {"tool_calls": [("finish", {"summary": summary})]}
+
+
+def note(body: str, reply_to: str | None = None) -> dict[str, Any]:
+    args = {"body": body} if reply_to is None else {"body": body, "reply_to": reply_to}
+    return {"tool_calls": [("post_comment", args)]}
+
+
+def labelled_request(rig: Rig) -> SThread:
+    return change_request(rig.forge, rig.platform, labels=["coding agent"])
+
+
+def user_texts(rig: Rig, thread: SThread) -> str:
+    entries = rig.conversation(thread)
+    return "\n".join(str(e.get("content")) for e in entries if e.get("role") == "user")
+
+
+@pytest.mark.parametrize("platform", ["github"])
+def test_request_changes_review_reaches_the_model_once(rig: Rig) -> None:
+    thread = labelled_request(rig)
+    reviews: list[int] = []
+
+    def policy(req: dict[str, Any]) -> dict[str, Any]:
+        if count_tool_results(req) == 0:
+            reviews.append(rig.forge.world.add_review(REPO, thread.number, REQUEST).id)
+            return note("Looking into it.")
+        return finish("Renamed foo.")
+
+    rig.model.policy = policy
+    rig.run_once()
+    second = str(rig.model.requests[1]["messages"])
+    assert f"[New Comment from @alice] review (changes requested):\\n{REQUEST}" in second
+    assert user_texts(rig, thread).count(REQUEST) == 1
+    assert rig.delivered_ids(thread).count(f"pull-review:{reviews[0]}") == 1
+    assert rig.state(thread).status is Status.DONE
+
+
+def test_review_comments_reach_the_model_with_place_once_across_restarts(rig: Rig) -> None:
+    rig.forge.world.clock = StepClock()  # type: ignore[method-assign]
+    thread = labelled_request(rig)
+    w = rig.forge.world
+    first = w.add_review_comment(
+        rig.platform, REPO, thread.number, "rename foo", file="src/util.py", line=4
+    )
+    later: list[SComment] = []
+
+    def policy(req: dict[str, Any]) -> dict[str, Any]:
+        if not later:
+            later.append(
+                w.add_review_comment(
+                    rig.platform, REPO, thread.number, "and a docstring", file="src/util.py", line=5
+                )
+            )
+            rig.stop.set()  # the daemon is told to stop: it halts at the next safe point
+            return note("Looking into it.")
+        return finish("Renamed foo, added a docstring.")
+
+    rig.model.policy = policy
+    rig.run_once()
+    assert rig.state(thread).status is Status.RUNNING  # stopped mid-run, resumes later
+    assert "and a docstring" not in rig.model.seen_text()
+    rig.stop.clear()
+    rig.run_once()  # a new daemon: the state on disk is all it knows
+    assert rig.state(thread).status is Status.DONE
+    seen = rig.model.seen_text()
+    assert "review comment on `src/util.py` line 4" in seen
+    assert "review comment on `src/util.py` line 5" in seen
+    if rig.platform == "github":  # the hunk above the comment ends at the commented line
+        assert "+def foo():\n" in seen
+    prefix = "review:" if rig.platform == "github" else ""
+    delivered = rig.delivered_ids(thread)
+    assert sorted(delivered) == sorted(f"{prefix}{c.id}" for c in (first, later[0]))
+
+
+def test_reply_lands_in_the_review_thread_exactly_once(rig: Rig) -> None:
+    thread = labelled_request(rig)
+    target = rig.forge.world.add_review_comment(
+        rig.platform, REPO, thread.number, "rename foo", file="src/util.py", line=4
+    )
+    # The reply is made, but its answer is lost: the bot cannot know it landed.
+    rig.forge.faults.append(
+        Fault(kind="drop", method="POST", path=r"(/replies|/discussions/[0-9a-f]+/notes)$")
+    )
+
+    def policy(req: dict[str, Any]) -> dict[str, Any]:
+        if count_tool_results(req) == 0:
+            found = re.search(r"\(reply_to: ([^)\s]+)\)", str(req["messages"]))
+            assert found is not None, "the model is shown the id to reply to"
+            return note("Renamed foo to bar.", reply_to=found.group(1))
+        return finish("Renamed foo.")
+
+    rig.model.policy = policy
+    rig.run_once()
+    assert rig.state(thread).status is Status.RUNNING  # interrupted by the lost answer
+    rig.run_once()  # the marker is looked up among the review comments: not posted again
+    assert rig.state(thread).status is Status.DONE
+    replies = [c for c in thread.comments if c.body.startswith("Renamed foo to bar.")]
+    assert len(replies) == 1
+    assert replies[0].in_reply_to == target.id and replies[0].author.login == "coding-bot"
+    if rig.platform == "gitlab":
+        assert replies[0].discussion == target.discussion
+
+
+@pytest.mark.parametrize("platform", ["gitlab"])
+def test_internal_note_is_marked_and_never_quoted_in_public(rig: Rig) -> None:
+    thread = rig.issue()
+    rig.forge.world.add_internal_note(REPO, thread.number, SECRET, kind="issue")
+
+    def policy(req: dict[str, Any]) -> dict[str, Any]:
+        if count_tool_results(req) == 0:  # a model that ignores the rule, twice
+            return note(f"FYI, from the notes:\n> {SECRET.upper()}")
+        return finish(f'Fixed the greeting. As the internal note said, "{SECRET}".')
+
+    rig.model.policy = policy
+    rig.run_once()
+    seen = rig.model.seen_text()
+    assert SECRET in seen and "internal note: only project members can read it" in seen
+    posted = rig.bot_comments(thread)
+    assert len(posted) == 2
+    for body in posted:
+        assert "customer acme" not in body.lower() and WITHHELD in body
+    assert posted[-1].startswith("Fixed the greeting. As the internal note said")
+    assert "Fixed the greeting" in (rig.state(thread).final_answer or "")
+    assert SECRET not in (rig.state(thread).final_answer or "")
+
+
+REQUEST = "Request changes: rename foo"
+SECRET = "Customer ACME pays 40k a year and says they will leave in March"
