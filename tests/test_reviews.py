@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.confidential import WITHHELD
+from bot.confidential import WITHHELD, withhold
 from bot.forge.types import Kind, Platform, TaskKey
 from bot.sandbox.forge_server import Fault, ForgeServer
 from bot.sandbox.llm_server import count_tool_results
@@ -234,8 +234,12 @@ def test_review_comments_reach_the_model_with_place_once_across_restarts(rig: Ri
     seen = rig.model.seen_text()
     assert "review comment on `src/util.py` line 4" in seen
     assert "review comment on `src/util.py` line 5" in seen
-    if rig.platform == "github":  # the hunk above the comment ends at the commented line
-        assert "+def foo():\n" in seen
+    opening = str(rig.conversation(thread)[1]["content"])
+    mid = next(e["content"] for e in rig.conversation(thread) if "docstring" in str(e["content"]))
+    assert "review comment on `src/util.py` line 5" in mid
+    if rig.platform == "github":  # the hunk above each comment ends at the commented line
+        assert "  +def foo():\n  ```\n  rename foo" in opening
+        assert "+    return os.getcwd()\n```\nand a docstring" in mid
     prefix = "review:" if rig.platform == "github" else ""
     delivered = rig.delivered_ids(thread)
     assert sorted(delivered) == sorted(f"{prefix}{c.id}" for c in (first, later[0]))
@@ -295,3 +299,18 @@ def test_internal_note_is_marked_and_never_quoted_in_public(rig: Rig) -> None:
 
 REQUEST = "Request changes: rename foo"
 SECRET = "Customer ACME pays 40k a year and says they will leave in March"
+
+
+# -- the guard itself ---------------------------------------------------------------------------
+
+
+def test_withhold_catches_quotes_with_other_case_marks_and_wrapping() -> None:
+    text = f"Summary.\n> {SECRET[:30].upper()}\n>   {SECRET[30:]}\nThanks."
+    out = withhold(text, [SECRET, "short one"])
+    assert out.startswith("Summary.\n") and out.endswith("\nThanks.")
+    assert "acme" not in out.lower() and "march" not in out.lower() and WITHHELD in out
+
+
+def test_withhold_leaves_other_text_and_short_notes_alone() -> None:
+    text = "Fixed the greeting in src/app.py; pays off later."
+    assert withhold(text, ["ok, thanks", "something else entirely, not quoted here"]) == text
