@@ -84,7 +84,9 @@ def thread_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
 def note_json(base: str, thread: SThread, note: SComment) -> dict[str, Any]:
     # `type`: "DiffNote" on a line of the diff, "DiscussionNote" in a thread, null for a plain
     # comment; `position` only on DiffNotes; `internal` (GitLab 15.0+) and its deprecated
-    # alias `confidential` both present. https://docs.gitlab.com/ee/api/notes.html
+    # alias `confidential` both present: GitLab's lib/api/entities/note.rb (`expose :position,
+    # if: ... note.is_a?(DiffNote)`, `expose :confidential?, as: :internal`) and
+    # https://docs.gitlab.com/ee/api/notes.html
     threaded = note.in_reply_to is not None or any(
         c.in_reply_to == note.id for c in thread.comments
     )
