@@ -157,6 +157,16 @@ def test_review_comment_and_reply_match_openapi(seeded: ForgeServer) -> None:
     assert reply["in_reply_to_id"] == positioned.id and reply["path"] == "src/app.py"
 
 
+def test_a_reviews_comments_match_openapi(seeded: ForgeServer) -> None:
+    review = seeded.world.thread("github", REPO, 2).reviews[0]
+    body = call(seeded, "GET", f"/repos/{REPO}/pulls/2/reviews/{review.id}/comments").json()
+    jsonschema.validate(
+        body,
+        SCHEMAS["GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments 200"],
+    )
+    assert [c["body"] for c in body] == ["say hello to whom?"]
+
+
 def test_reply_to_a_reply_is_refused(seeded: ForgeServer) -> None:
     # GitHub: "Replies to replies are not supported."
     thread = seeded.world.thread("github", REPO, 2)
@@ -178,6 +188,7 @@ def test_every_extracted_schema_is_exercised() -> None:
         "PATCH /repos/{owner}/{repo}/pulls/comments/{comment_id} 200",
         "GET /repos/{owner}/{repo}/pulls/comments/{comment_id} 200",
         "POST /repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies 201",
+        "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments 200",
     }
     assert covered == set(SCHEMAS)
 

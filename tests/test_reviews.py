@@ -73,6 +73,23 @@ def test_review_texts_honour_since(
     assert bodies == ["Request changes: rename foo"]
 
 
+@pytest.mark.parametrize("platform", ["github"])
+def test_comments_drafted_before_a_review_was_submitted_arrive_with_it(
+    server: ForgeServer, make_forge: ForgeFactory, platform: str
+) -> None:
+    # Line comments are written while the review is pending and carry that time; the review
+    # is submitted later, after the bot's last check.
+    server.world.clock = StepClock()
+    thread = change_request(server, platform)
+    review = server.world.add_review(
+        REPO, thread.number, "", state="COMMENTED", comments=[("src/util.py", 4, "why foo?")]
+    )
+    [drafted] = [c for c in thread.comments if c.review_id == review.id]
+    assert drafted.updated_at < review.submitted_at
+    listed = make_forge().list_comments(key_of(platform, thread), since=review.submitted_at)
+    assert [(c.id, c.body) for c in listed] == [(f"review:{drafted.id}", "why foo?")]
+
+
 def test_review_comment_keeps_file_line_and_hunk(
     server: ForgeServer, make_forge: ForgeFactory, platform: str
 ) -> None:

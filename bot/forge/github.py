@@ -156,11 +156,13 @@ class GitHubForge:
             for item in self._get_all(path, params)
         ]
         if key.kind is Kind.PULL:
-            comments += self._reviews(key, since)
+            summaries, submitted = self._reviews(key, since)
+            comments += summaries + self._review_comments(key, submitted, comments)
         return sorted(comments, key=lambda c: (c.created_at, c.id))
 
-    def _reviews(self, key: TaskKey, since: datetime | None) -> list[Comment]:
-        """Reviews' own text and verdict ("Request changes: ..."), as comments.
+    def _reviews(self, key: TaskKey, since: datetime | None) -> tuple[list[Comment], list[str]]:
+        """Reviews' own text and verdict ("Request changes: ..."), as comments; and the ids of
+        the reviews submitted since `since`.
 
         The endpoint has no `since` and no `updated_at` (an edited review text is not seen
         again): every page is read with conditional requests (an unchanged list costs no rate
@@ -169,17 +171,36 @@ class GitHubForge:
         https://docs.github.com/rest/pulls/reviews#list-reviews-for-a-pull-request
         """
         items = self._get_all(f"/repos/{key.repo}/pulls/{key.number}/reviews", {"per_page": 100})
-        out = []
+        out, submitted_ids = [], []
         for item in items:
             state, submitted = str(item.get("state") or ""), item.get("submitted_at")
             if state == "PENDING" or not submitted:
                 continue
-            if not (item.get("body") or "").strip() and state not in _VERDICTS:
-                continue
             if since is not None and parse_time(submitted) < since:
+                continue
+            submitted_ids.append(str(item["id"]))
+            if not (item.get("body") or "").strip() and state not in _VERDICTS:
                 continue
             stamped = {**item, "created_at": submitted, "updated_at": submitted}
             out.append(self._comment(key.repo, stamped, "review_summary"))
+        return out, submitted_ids
+
+    def _review_comments(
+        self, key: TaskKey, reviews: Sequence[str], known: Sequence[Comment]
+    ) -> list[Comment]:
+        """The line comments of reviews submitted since the last check. They were drafted
+        while the review was pending, so their own times can be older than the `since` window
+        of the review comment listing: read them from their review.
+        https://docs.github.com/rest/pulls/reviews#list-comments-for-a-pull-request-review"""
+        seen = {c.id for c in known}
+        out = []
+        for review in reviews:
+            url = f"/repos/{key.repo}/pulls/{key.number}/reviews/{review}/comments"
+            for item in self._get_all(url, {"per_page": 100}):
+                comment = self._comment(key.repo, item, "review")
+                if comment.id not in seen:
+                    seen.add(comment.id)
+                    out.append(comment)
         return out
 
     def post_comment(self, key: TaskKey, body: str, reply_to: str | None = None) -> Comment:

@@ -314,6 +314,8 @@ def _position_json(comment: SComment) -> dict[str, Any]:
         return {
             "path": "README.md",
             "diff_hunk": "@@ -1 +1 @@",
+            "position": 1,
+            "original_position": 1,
             "original_commit_id": "",
             "line": 1,
             "original_line": 1,
@@ -325,9 +327,12 @@ def _position_json(comment: SComment) -> dict[str, Any]:
         }
     side = "RIGHT" if where.line is not None else "LEFT"
     line = where.line if where.line is not None else where.old_line
+    index = max(1, len(where.diff_hunk.splitlines()) - 1)  # lines below the hunk's header
     return {
         "path": where.path,
         "diff_hunk": where.diff_hunk,
+        "position": index,
+        "original_position": index,
         "original_commit_id": where.commit,
         "line": line,
         "original_line": line,
@@ -488,6 +493,18 @@ def routes(server: ForgeServer) -> list[Route]:
         repo = repo_of(m)
         thread = thread_of(repo, m["number"], ("pull",))
         items = [review_json(req.base_url, repo, thread, r) for r in thread.reviews]
+        return Response(body=items, paginate=True)
+
+    def review_comments(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"], ("pull",))
+        if not any(r.id == int(m["review"]) for r in thread.reviews):
+            raise HttpError(404, "Not Found")
+        items = [
+            comment_json(req.base_url, repo, thread, c)
+            for c in thread.comments
+            if c.review and c.review_id == int(m["review"])
+        ]
         return Response(body=items, paginate=True)
 
     def get_review_comment(req: Request, m: re.Match[str]) -> Response:
@@ -769,6 +786,7 @@ def routes(server: ForgeServer) -> list[Route]:
         ("GET", pull + "/comments", lambda r, m: list_comments(r, m, True)),
         ("POST", pull + r"/comments/(?P<id>\d+)/replies", reply),
         ("GET", pull + "/reviews", list_reviews),
+        ("GET", pull + r"/reviews/(?P<review>\d+)/comments", review_comments),
         ("GET", REPO + r"/pulls/comments/(?P<id>\d+)", get_review_comment),
         ("PATCH", REPO + r"/pulls/comments/(?P<id>\d+)", lambda r, m: edit_comment(r, m, True)),
         ("GET", REPO + r"/collaborators/(?P<user>[^/]+)/permission", permission),
