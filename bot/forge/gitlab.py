@@ -119,8 +119,8 @@ class GitLabForge:
         self._scans: dict[str, _ProjectScan] = {}
         self._permissions: TTLCache[tuple[str, str], Permission] = TTLCache(permission_ttl)
         self._user_ids: TTLCache[str, int] = TTLCache(permission_ttl * 6)
-        # note id -> (discussion id, first note id): notes keep their discussion for life.
-        self._threads: LRU[str, tuple[str, str]] = LRU(65536)
+        # note id -> (task, discussion id, first note id): notes keep their discussion for life.
+        self._threads: LRU[str, tuple[str, str, str]] = LRU(65536)
         self._me: User | None = None
 
     def _call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
@@ -248,18 +248,24 @@ class GitLabForge:
         for item in self._call("discussions", partial(discussions.list, get_all=True)):
             notes = item.attributes.get("notes") or []
             for note in notes:
-                self._threads.put(str(note["id"]), (str(item.id), str(notes[0]["id"])))
+                where = (str(key), str(item.id), str(notes[0]["id"]))
+                self._threads.put(str(note["id"]), where)
+
+    def _thread_of(self, key: TaskKey, note_id: str) -> tuple[str, str, str] | None:
+        """The discussion of note `note_id` in this thread (None for a note elsewhere)."""
+        thread = self._threads.get(note_id)
+        if thread is None:
+            self._learn_threads(key)
+            thread = self._threads.get(note_id)
+        return thread if thread is not None and thread[0] == str(key) else None
 
     def post_comment(self, key: TaskKey, body: str, reply_to: str | None = None) -> Comment:
         parent = self._thread_manager(key).get(key.number, lazy=True)
         notes = parent.notes
-        thread = self._threads.get(reply_to) if reply_to and reply_to.isdigit() else None
-        if reply_to and reply_to.isdigit() and thread is None:
-            self._learn_threads(key)
-            thread = self._threads.get(reply_to)
+        thread = self._thread_of(key, reply_to) if reply_to and reply_to.isdigit() else None
         if thread is not None:
             # "Add note to existing ... thread": POST .../discussions/:discussion_id/notes
-            notes = parent.discussions.get(thread[0], lazy=True).notes
+            notes = parent.discussions.get(thread[1], lazy=True).notes
         note = self._call("post_comment", partial(notes.create, {"body": body}), idempotent=False)
         data = dict(note.attributes)
         if thread is not None:
@@ -404,8 +410,8 @@ class GitLabForge:
             is_system=bool(note.get("system")),
             kind="review" if note.get("type") == "DiffNote" else "conversation",
             position=_position(note.get("position")),
-            thread_id=thread[0] if thread else None,
-            in_reply_to=thread[1] if thread and thread[1] != note_id else None,
+            thread_id=thread[1] if thread else None,
+            in_reply_to=thread[2] if thread and thread[2] != note_id else None,
             # `confidential` is the name before GitLab 15.0; both are sent since.
             internal=bool(note.get("internal") or note.get("confidential")),
         )
