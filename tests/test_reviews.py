@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import requests
 
 from bot.confidential import WITHHELD, withhold
 from bot.context.render import (
@@ -23,7 +24,7 @@ from bot.sandbox.forge_server import Fault, ForgeServer
 from bot.sandbox.llm_server import count_tool_results
 from bot.sandbox.world import SComment, StepClock, SThread
 from bot.state import Status
-from tests.conftest import REPO, ForgeFactory, kind_for
+from tests.conftest import BOT_TOKEN, REPO, ForgeFactory, kind_for
 from tests.rig import Rig
 
 CHANGED = "import os\n\n\ndef foo():\n    return os.getcwd()\n"
@@ -399,3 +400,21 @@ def test_places_in_the_diff_are_named() -> None:
     assert place(path="a.py", original_line=9).startswith(
         "review comment on `a.py` (outdated; was line 9)"
     )
+
+
+def test_emulator_hides_internal_notes_from_guests(server: ForgeServer) -> None:
+    # Internal notes are for Reporter and up (gitlab-org/gitlab#363045).
+    w = server.world
+    w.add_user("guest", token="glpat-FAKEguest0000000000")
+    w.repo("gitlab", REPO).roles["guest"] = "read"
+    issue = w.add_thread("gitlab", REPO)
+    w.add_comment("gitlab", REPO, issue.number, "public", kind="issue")
+    w.add_internal_note(REPO, issue.number, "members only", kind="issue")
+    path = f"/api/v4/projects/{REPO.replace('/', '%2F')}/issues/{issue.number}/notes"
+
+    def bodies(token: str) -> list[str]:
+        got = requests.get(server.url + path, headers={"PRIVATE-TOKEN": token}, timeout=5)
+        return sorted(n["body"] for n in got.json())
+
+    assert bodies("glpat-FAKEguest0000000000") == ["public"]
+    assert bodies(BOT_TOKEN) == ["members only", "public"]  # the bot can write: a member
