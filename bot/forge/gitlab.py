@@ -23,6 +23,7 @@ from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
 from bot.forge._util import LRU, TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
     BranchHead,
@@ -38,6 +39,7 @@ from bot.forge.types import (
     Thread,
     User,
 )
+from bot.log import get_logger
 
 _ACCESS = [
     (50, Permission.ADMIN),
@@ -46,6 +48,7 @@ _ACCESS = [
     (20, Permission.TRIAGE),
     (1, Permission.READ),
 ]
+log = get_logger(__name__)
 # Notes that sit in a thread: on a diff line, or a reply ("Start a thread").
 _THREADED = ("DiffNote", "DiscussionNote")
 _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
@@ -105,6 +108,8 @@ class GitLabForge:
         policy: RequestPolicy | None = None,
         wall_clock: Callable[[], float] = time.time,
         permission_ttl: float = 600.0,
+        archives_per_minute: int | None = 5,
+        archive_window: float = 60.0,
     ) -> None:
         session = requests.Session()
         session.hooks["response"].append(_Client.record)
@@ -112,6 +117,9 @@ class GitLabForge:
             url.rstrip("/"), private_token=token, timeout=timeout, per_page=100, session=session
         )
         self._policy = policy or RequestPolicy(host=url)
+        self._archive_pacer = WindowPacer(
+            archives_per_minute, archive_window, stop=self._policy.stop
+        )
         self._translate: Callable[[Exception], ForgeError] = partial(_translate, clock=wall_clock)
         self._wall_clock = wall_clock
         self._watch_labels = tuple(watch_labels)
@@ -342,7 +350,10 @@ class GitLabForge:
         project = self._gl.projects.get(repo, lazy=True)
 
         def fetch() -> None:
-            with open(dest, "wb") as handle:
+            # Every attempt counts against GitLab.com's archive limit, retries included.
+            with self._archive_pacer.slot() as waited, open(dest, "wb") as handle:
+                if waited:
+                    log.info("forge_archive_paced", repo=repo, waited=round(waited, 1))
                 project.repository_archive(
                     sha=sha, format="tar.gz", streamed=True, action=handle.write
                 )

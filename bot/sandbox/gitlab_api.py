@@ -321,6 +321,10 @@ def routes(server: ForgeServer) -> list[Route]:
 
     def archive(req: Request, m: re.Match[str]) -> Response:
         repo = project_of(m)
+        if req.user is not None and not server.take_gitlab_archive(req.user.login):
+            # GitLab.com: 5 archive requests a minute per user; the application rate limiter
+            # answers 429 with this body and no Retry-After (gitlab-org/gitlab!25750, !30668).
+            raise HttpError(429, "This endpoint has been requested too many times. Try later.")
         commit = repo.resolve(req.query.get("sha") or repo.default_branch)
         if commit is None:
             raise HttpError(404, "404 Commit Not Found")
