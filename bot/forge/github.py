@@ -22,7 +22,14 @@ from github import Auth, Github, GithubException
 
 from bot.forge._util import LRU, TTLCache, clean_text, format_time, next_link, parse_time
 from bot.forge.archive import ArchiveHTTPError, download_redirected
-from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.errors import (
+    AuthError,
+    BranchMoved,
+    ForgeError,
+    NotFound,
+    RateLimited,
+    TransientError,
+)
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
     BranchHead,
@@ -324,9 +331,9 @@ class GitHubForge:
     ) -> str:
         base_tree = self._get(f"/repos/{repo}/git/commits/{parent}")["tree"]["sha"]
         entries = [
-            {"path": c.path, "mode": "100644", "type": "blob", "content": c.content}
+            {"path": c.path, "mode": c.mode, "type": "blob", "content": c.content}
             if c.content is not None
-            else {"path": c.path, "mode": "100644", "type": "blob", "sha": None}
+            else {"path": c.path, "mode": c.mode, "type": "blob", "sha": None}
             for c in changes
         ]
         tree = self._write(
@@ -342,20 +349,26 @@ class GitHubForge:
             {"message": message, "tree": tree["sha"], "parents": [parent]},
         )
         sha = str(commit["sha"])
-        if self.resolve_branch(repo, branch) is None:
-            self._write(
-                "create_ref",
-                "POST",
-                f"/repos/{repo}/git/refs",
-                {"ref": f"refs/heads/{branch}", "sha": sha},
-            )
-        else:
-            self._write(
-                "update_ref",
-                "PATCH",
-                f"/repos/{repo}/git/refs/heads/{quote(branch)}",
-                {"sha": sha, "force": False},
-            )
+        try:
+            if self.resolve_branch(repo, branch) is None:
+                self._write(
+                    "create_ref",
+                    "POST",
+                    f"/repos/{repo}/git/refs",
+                    {"ref": f"refs/heads/{branch}", "sha": sha},
+                )
+            else:
+                # Never forced: a 422 "Update is not a fast forward" means someone pushed.
+                self._write(
+                    "update_ref",
+                    "PATCH",
+                    f"/repos/{repo}/git/refs/heads/{quote(branch)}",
+                    {"sha": sha, "force": False},
+                )
+        except ForgeError as exc:
+            if exc.status == 422:  # not a fast forward, or created meanwhile
+                raise BranchMoved(f"{branch} moved while committing: {exc}", 422) from exc
+            raise
         return sha
 
     def find_change_request(self, repo: str, branch: str) -> ChangeRequest | None:
