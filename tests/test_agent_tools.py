@@ -14,7 +14,7 @@ import pytest
 from bot.agent.repo_tools import repo_tools
 from bot.agent.snapshot import Limits, extract, snapshot
 from bot.agent.tools import Toolbox, finish_tool
-from bot.agent.workspace import Workspace
+from bot.agent.workspace import Workspace, WorkspaceError
 from bot.context.tokens import TokenCounter
 from bot.llm.base import ToolCall
 
@@ -198,3 +198,34 @@ def test_concurrent_workers_share_one_snapshot_download(tmp_path: Path) -> None:
     assert forge.downloads == 1
     assert len(set(roots)) == 1 and (roots[0] / "b" / "c.txt").read_text() == "c"
     assert [p.name for p in (cache / "snapshots").iterdir()] == ["abc123"]  # no partial leftovers
+
+
+def test_snapshot_keeps_modes_link_targets_and_left_out_paths_without_real_links(
+    tmp_path: Path,
+) -> None:
+    archive = tmp_path / "modes.tar.gz"
+    with tarfile.open(archive, mode="w:gz") as tar:
+        for name, data, mode in (
+            ("top/run.sh", b"#!/bin/sh\n", 0o755),
+            ("top/z.bin", b"x" * 64, 0o644),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("top/escape")
+        link.type, link.linkname = tarfile.SYMTYPE, "../../etc/passwd"
+        tar.addfile(link)
+    dest = tmp_path / "out"
+    dest.mkdir()
+    extract(archive, dest, Limits(max_file_bytes=32))
+    workspace = Workspace(dest, {})
+    assert workspace.mode("run.sh") == "100755" and workspace.mode("escape") == "120000"
+    assert workspace.link_target("escape") == "../../etc/passwd"
+    assert workspace.snapshot_bytes("escape") == b"../../etc/passwd"
+    assert not (dest / "escape").is_symlink()
+    assert workspace.exists_in_snapshot("z.bin") and workspace.left_out("z.bin")
+    with pytest.raises(WorkspaceError, match="left out"):
+        workspace.read("z.bin")
+    with pytest.raises(WorkspaceError, match="symbolic link"):
+        workspace.write("escape", "text")
+    assert ".snapshot-meta.json" not in [e.path for e in workspace.files()]

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.sandbox.forge_server import Fault
+import pytest
+
+from bot.forge.errors import BranchMoved
+from bot.forge.types import FileChange
+from bot.sandbox.forge_server import Fault, ForgeServer
 from bot.sandbox.llm_server import count_tool_results
 from bot.sandbox.world import SRepo, SThread
-from tests.conftest import REPO
+from tests.conftest import REPO, ForgeFactory
 from tests.rig import Rig
 
 DONE, FAILED = "coding agent done", "coding agent failed"
@@ -182,3 +186,19 @@ def test_a_file_left_out_of_the_snapshot_is_never_created_or_overwritten(rig: Ri
     assert files["vendor/big.bin"] == big and files["src/app.py"] == b"print('hello')\n"
     commits = [r for r in rig.forge.requests if r.method == "POST" and "commits" in r.path]
     assert all(r.status < 400 for r in commits)  # GitLab never got a "create" it refused
+
+
+def test_forges_refuse_a_commit_on_a_head_that_moved(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory
+) -> None:
+    """The adapters' writes are conditional: GitHub's non-forced ref update answers 422 "Update
+    is not a fast forward", GitLab checks `last_commit_id`; both surface as BranchMoved."""
+    world = server.world
+    pinned = world.push(platform, REPO, "work", {"src/app.py": APP}, "start")
+    world.push(platform, REPO, "work", {"src/app.py": "import os\n" + APP}, "a person's commit")
+    forge = make_forge()
+    change = FileChange("src/app.py", APP.replace("'hi'", "'hello'"), True)
+    with pytest.raises(BranchMoved):
+        forge.commit_files(REPO, "work", pinned, "bot commit", [change])
+    files = world.repo(platform, REPO).files("work")
+    assert files is not None and files["src/app.py"] == b"import os\n" + APP.encode()
