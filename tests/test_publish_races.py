@@ -202,3 +202,17 @@ def test_forges_refuse_a_commit_on_a_head_that_moved(
         forge.commit_files(REPO, "work", pinned, "bot commit", [change])
     files = world.repo(platform, REPO).files("work")
     assert files is not None and files["src/app.py"] == b"import os\n" + APP.encode()
+
+
+def test_a_chmod_pushed_while_the_bot_works_is_kept(rig: Rig) -> None:
+    thread = request_on(rig)
+    chmod = lambda: rig.forge.world.push(  # noqa: E731 - a person's chmod +x, content unchanged
+        rig.platform, REPO, "feature", {}, "make it runnable", {"src/app.py": "100755"}
+    )
+    rig.model.policy = steps(EDIT, call("finish", summary="Done."), before={0: chmod})
+    rig.run_once()
+    assert thread.labels == [DONE], rig.bot_comments(thread)
+    files, modes = repo_of(rig).files("feature"), repo_of(rig).modes("feature")
+    assert files is not None and modes is not None
+    assert files["src/app.py"] == APP.replace("'hi'", "'hello'").encode()
+    assert modes["src/app.py"] == "100755"

@@ -16,6 +16,7 @@ number of times.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from collections.abc import Callable
@@ -23,11 +24,12 @@ from dataclasses import dataclass
 
 from bot.agent.merge import Conflict, merge_file
 from bot.agent.protected import PathGuard
+from bot.agent.snapshot import SYMLINK
 from bot.agent.workspace import Workspace
 from bot.config import AgentSettings
 from bot.forge.base import Forge
-from bot.forge.errors import BranchMoved, NotFound
-from bot.forge.types import BranchHead, FileChange, Kind, TaskKey, Thread
+from bot.forge.errors import BranchMoved
+from bot.forge.types import BranchHead, FileChange, Kind, TaskKey, Thread, TreeEntry
 from bot.log import get_logger
 from bot.state import TaskState
 
@@ -167,12 +169,19 @@ def _changes(
     """The changeset as changes to `head` (or to the pinned commit when the branch is new):
     each file merged with what others did to it since the pin; or every file that conflicts."""
     moved = head is not None and head.sha != base_sha
+    entries = forge.tree_entries(repo, head.sha, list(changeset)) if moved and head else {}
     changes: list[FileChange] = []
     conflicts: list[str] = []
     for path, content in sorted(changeset.items()):
-        base = workspace.snapshot_bytes(path)
+        base, mode = workspace.snapshot_bytes(path), workspace.mode(path)
         ours = None if content is None else content.encode("utf-8")
-        theirs = _read(forge, repo, path, head.sha) if moved and head is not None else base
+        theirs = base
+        if moved:
+            theirs, their_mode = _theirs(forge, repo, entries.get(path), base)
+            if _type_changed(base, mode, theirs, their_mode):
+                conflicts.append(path)  # a file became a link or the reverse: no line merge
+                continue
+            mode = their_mode or mode  # the bot never changes modes: a person's chmod stays
         try:
             merged = merge_file(base, ours, theirs)
         except Conflict:
@@ -182,15 +191,33 @@ def _changes(
             continue  # the branch has it already (with no branch yet: the pinned commit has)
         text = None if merged is None else merged.decode("utf-8")
         existed = theirs is not None if moved else workspace.exists_in_snapshot(path)
-        changes.append(FileChange(path, text, existed, workspace.mode(path)))
+        changes.append(FileChange(path, text, existed, mode))
     return Conflicts(conflicts) if conflicts else changes
 
 
-def _read(forge: Forge, repo: str, path: str, ref: str) -> bytes | None:
-    try:
-        return forge.read_file(repo, path, ref)
-    except NotFound:
-        return None
+def _theirs(
+    forge: Forge, repo: str, entry: TreeEntry | None, base: bytes | None
+) -> tuple[bytes | None, str | None]:
+    """The file (None: absent) and its mode at the branch head; read only when it differs
+    from the pinned commit's."""
+    if entry is None:
+        return None, None
+    if base is not None and entry.sha == _blob_sha(base):
+        return base, entry.mode
+    return forge.read_blob(repo, entry.sha), entry.mode
+
+
+def _type_changed(
+    base: bytes | None, mode: str, theirs: bytes | None, their_mode: str | None
+) -> bool:
+    if base is None or theirs is None or their_mode is None:
+        return False
+    return (mode == SYMLINK) != (their_mode == SYMLINK)
+
+
+def _blob_sha(data: bytes) -> str:
+    """Git's object id of a blob: equal ids, equal content, without downloading it."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def _title(thread: Thread) -> str:

@@ -17,6 +17,7 @@ from bot.forge.types import (
     TaskKey,
     TaskSummary,
     Thread,
+    TreeEntry,
     User,
 )
 
@@ -59,6 +60,14 @@ class Forge(Protocol):
     # -- publishing work: each step can be looked up first, so a repeat after a crash is a no-op
 
     def resolve_branch(self, repo: str, branch: str) -> BranchHead | None: ...
+
+    def tree_entries(self, repo: str, ref: str, paths: Sequence[str]) -> dict[str, TreeEntry]:
+        """Mode and object id of each of `paths` that exists at commit `ref`."""
+        ...
+
+    def read_blob(self, repo: str, sha: str) -> bytes:
+        """A file's content by its git object id."""
+        ...
 
     def download_archive(self, repo: str, sha: str, dest: Path) -> None:
         """Write the repository at `sha` as a .tar.gz to `dest`."""

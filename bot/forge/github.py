@@ -20,7 +20,15 @@ from urllib.parse import quote, urlencode
 import requests
 from github import Auth, Github, GithubException
 
-from bot.forge._util import LRU, TTLCache, clean_text, format_time, next_link, parse_time
+from bot.forge._util import (
+    LRU,
+    TTLCache,
+    clean_text,
+    folders,
+    format_time,
+    next_link,
+    parse_time,
+)
 from bot.forge.archive import ArchiveHTTPError, download_redirected
 from bot.forge.errors import (
     AuthError,
@@ -43,6 +51,7 @@ from bot.forge.types import (
     TaskKey,
     TaskSummary,
     Thread,
+    TreeEntry,
     User,
 )
 
@@ -318,6 +327,27 @@ class GitHubForge:
         sha = ref["object"]["sha"]
         commit = self._get(f"/repos/{repo}/git/commits/{sha}")
         return BranchHead(sha, commit.get("message", ""))
+
+    def tree_entries(self, repo: str, ref: str, paths: Sequence[str]) -> dict[str, TreeEntry]:
+        """One "Get a tree" per folder on the way to `paths`, following subtree ids from the
+        root (no `recursive`, which is truncated past 100,000 entries).
+        https://docs.github.com/rest/git/trees#get-a-tree"""
+        trees = {"": str(self._get(f"/repos/{repo}/git/commits/{ref}")["tree"]["sha"])}
+        wanted = set(paths)
+        found: dict[str, TreeEntry] = {}
+        for folder in folders(paths):
+            if folder not in trees:
+                continue  # its parent has no such directory
+            for item in self._get(f"/repos/{repo}/git/trees/{trees[folder]}").get("tree", []):
+                full = f"{folder}/{item['path']}" if folder else str(item["path"])
+                if item.get("type") == "tree":
+                    trees[full] = str(item["sha"])
+                elif full in wanted:
+                    found[full] = TreeEntry(str(item["mode"]), str(item["sha"]))
+        return found
+
+    def read_blob(self, repo: str, sha: str) -> bytes:
+        return base64.b64decode(self._get(f"/repos/{repo}/git/blobs/{sha}").get("content") or "")
 
     def download_archive(self, repo: str, sha: str, dest: Path) -> None:
         # The API answers with a redirect to the archive host (codeload.github.com, or

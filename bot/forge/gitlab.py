@@ -45,6 +45,7 @@ from bot.forge.types import (
     TaskKey,
     TaskSummary,
     Thread,
+    TreeEntry,
     User,
 )
 from bot.log import get_logger
@@ -366,6 +367,29 @@ class GitLabForge:
             return None
         commit = found.attributes["commit"]
         return BranchHead(str(commit["id"]), str(commit.get("message") or ""))
+
+    def tree_entries(self, repo: str, ref: str, paths: Sequence[str]) -> dict[str, TreeEntry]:
+        """One "List repository tree" per folder holding one of `paths`.
+        https://docs.gitlab.com/api/repositories/#list-repository-tree"""
+        project = self._gl.projects.get(repo, lazy=True)
+        wanted = set(paths)
+        found: dict[str, TreeEntry] = {}
+        for folder in sorted({p.rpartition("/")[0] for p in paths}):
+            list_tree = partial(
+                project.repository_tree, path=folder, ref=ref, get_all=True, per_page=100
+            )
+            try:
+                items = self._call("tree", list_tree)
+            except NotFound:
+                continue  # no such directory there
+            for item in items:
+                if item.get("type") == "blob" and item.get("path") in wanted:
+                    found[str(item["path"])] = TreeEntry(str(item["mode"]), str(item["id"]))
+        return found
+
+    def read_blob(self, repo: str, sha: str) -> bytes:
+        project = self._gl.projects.get(repo, lazy=True)
+        return bytes(self._call("blob", partial(project.repository_raw_blob, sha)))
 
     def download_archive(self, repo: str, sha: str, dest: Path) -> None:
         project = self._gl.projects.get(repo, lazy=True)

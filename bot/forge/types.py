@@ -176,6 +176,14 @@ class FileChange:
 
 
 @dataclass(frozen=True)
+class TreeEntry:
+    """A file in a commit's tree: its git mode and the object id of its content."""
+
+    mode: str
+    sha: str
+
+
+@dataclass(frozen=True)
 class ChangeRequest:
     """A pull request (GitHub) or merge request (GitLab)."""
 

@@ -24,6 +24,8 @@ from bot.sandbox.world import (
     SReview,
     SThread,
     SUser,
+    blob_sha,
+    listing,
     tree_sha,
 )
 
@@ -685,6 +687,54 @@ def routes(server: ForgeServer) -> list[Route]:
             raise HttpError(404, "Not Found")
         return Response(body=commit_json(req, repo, commit))
 
+    def get_tree(req: Request, m: re.Match[str]) -> Response:
+        # "Get a tree" (not recursive): the entries directly in it, blobs with their mode
+        # (100644, 100755, 120000) and git object id, subdirectories as trees to follow.
+        # https://docs.github.com/rest/git/trees#get-a-tree
+        repo = repo_of(m)
+        root, prefix = repo.subtrees.get(m["sha"], (m["sha"], ""))
+        files = repo.trees.get(root)
+        if files is None:
+            raise HttpError(404, "Not Found")
+        base = f"{req.base_url}/repos/{repo.path}/git"
+        entries: list[dict[str, Any]] = []
+        for name, (mode, data) in listing(files, repo.tree_modes.get(root, {}), prefix).items():
+            if data is None:
+                sub = hashlib.sha1(f"{root}:{prefix}{name}/".encode()).hexdigest()
+                repo.subtrees[sub] = (root, f"{prefix}{name}/")
+                entry = {"path": name, "mode": mode, "type": "tree", "sha": sub}
+                entries.append({**entry, "url": f"{base}/trees/{sub}"})
+            else:
+                oid = blob_sha(data)
+                entry = {"path": name, "mode": mode, "type": "blob", "sha": oid}
+                entries.append({**entry, "size": len(data), "url": f"{base}/blobs/{oid}"})
+        return Response(
+            body={
+                "sha": m["sha"],
+                "url": f"{base}/trees/{m['sha']}",
+                "tree": entries,
+                "truncated": False,
+            }
+        )
+
+    def get_blob(req: Request, m: re.Match[str]) -> Response:
+        # "Get a blob": base64 content by git object id (a symlink's blob is its target).
+        # https://docs.github.com/rest/git/blobs#get-a-blob
+        repo = repo_of(m)
+        data = repo.blob(m["sha"])
+        if data is None:
+            raise HttpError(404, "Not Found")
+        return Response(
+            body={
+                "content": base64.b64encode(data).decode(),
+                "encoding": "base64",
+                "url": f"{req.base_url}/repos/{repo.path}/git/blobs/{m['sha']}",
+                "sha": m["sha"],
+                "size": len(data),
+                "node_id": f"B_{m['sha'][:12]}",
+            }
+        )
+
     def create_tree(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
         body = req.body or {}
@@ -829,6 +879,8 @@ def routes(server: ForgeServer) -> list[Route]:
         ),
         ("GET", REPO + r"/git/ref/heads/(?P<branch>.+)", get_ref),
         ("GET", REPO + r"/git/commits/(?P<sha>[0-9a-f]+)", get_commit),
+        ("GET", REPO + r"/git/trees/(?P<sha>[0-9a-f]+)", get_tree),
+        ("GET", REPO + r"/git/blobs/(?P<sha>[0-9a-f]+)", get_blob),
         ("POST", REPO + r"/git/trees", create_tree),
         ("POST", REPO + r"/git/commits", create_commit),
         ("POST", REPO + r"/git/refs", create_ref),

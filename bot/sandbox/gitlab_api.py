@@ -21,6 +21,8 @@ from bot.sandbox.world import (
     SRepo,
     SThread,
     SUser,
+    blob_sha,
+    listing,
 )
 
 if TYPE_CHECKING:
@@ -401,6 +403,38 @@ def routes(server: ForgeServer) -> list[Route]:
             }
         )
 
+    def tree(req: Request, m: re.Match[str]) -> Response:
+        # "List repository tree": the entries directly under `path` at `ref`, each with its git
+        # `mode` (100644, 100755, 120000, 040000) and object `id`.
+        # https://docs.gitlab.com/api/repositories/#list-repository-tree
+        repo = project_of(m)
+        commit = repo.resolve(req.query.get("ref") or repo.default_branch)
+        where = req.query.get("path", "").strip("/")
+        prefix = f"{where}/" if where else ""
+        entries = listing(commit.files, commit.modes, prefix) if commit else {}
+        if commit is None or (where and not entries):
+            raise HttpError(404, "404 Tree Not Found")
+        items = [
+            {
+                "id": blob_sha(data)
+                if data is not None
+                else hashlib.sha1(name.encode()).hexdigest(),
+                "name": name,
+                "type": "tree" if data is None else "blob",
+                "path": prefix + name,
+                "mode": mode,
+            }
+            for name, (mode, data) in entries.items()
+        ]
+        return Response(body=items, paginate=True)
+
+    def raw_blob(req: Request, m: re.Match[str]) -> Response:
+        # "Raw blob content" by git object id. https://docs.gitlab.com/api/repositories/
+        data = project_of(m).blob(m["sha"])
+        if data is None:
+            raise HttpError(404, "404 Blob Not Found")
+        return Response(raw=data, headers={"Content-Type": "text/plain"})
+
     def create_commit(req: Request, m: re.Match[str]) -> Response:
         repo = project_of(m)
         body = req.body or {}
@@ -456,6 +490,8 @@ def routes(server: ForgeServer) -> list[Route]:
         ("GET", PROJECT + r"/repository/files/(?P<path>[^/]+)", file_meta),
         ("GET", PROJECT + r"/repository/archive(?:\.tar\.gz)?", archive),
         ("GET", PROJECT + r"/repository/branches/(?P<branch>.+)", branch),
+        ("GET", PROJECT + r"/repository/tree", tree),
+        ("GET", PROJECT + r"/repository/blobs/(?P<sha>[0-9a-f]+)/raw", raw_blob),
         ("POST", PROJECT + r"/repository/commits", create_commit),
         ("POST", PROJECT + r"/merge_requests", create_mr),
     ]

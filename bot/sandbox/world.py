@@ -158,6 +158,7 @@ class SRepo:
     branches: dict[str, str] = field(default_factory=dict)  # branch -> commit sha
     trees: dict[str, dict[str, bytes]] = field(default_factory=dict)  # GitHub git data API
     tree_modes: dict[str, dict[str, str]] = field(default_factory=dict)  # tree sha -> modes
+    subtrees: dict[str, tuple[str, str]] = field(default_factory=dict)  # sha -> (root, "dir/")
     threads: dict[tuple[str, int], SThread] = field(default_factory=dict)
     roles: dict[str, str] = field(default_factory=dict)  # login -> role
     created_at: datetime = field(default_factory=utcnow)
@@ -200,6 +201,14 @@ class SRepo:
         self.trees[commit.tree] = commit.files
         self.tree_modes[commit.tree] = commit.modes
         return commit
+
+    def blob(self, sha: str) -> bytes | None:
+        """A file's content by its git object id (any commit's)."""
+        for commit in self.commits.values():
+            for data in commit.files.values():
+                if blob_sha(data) == sha:
+                    return data
+        return None
 
     def is_ancestor(self, ancestor: str, sha: str) -> bool:
         """Whether `ancestor` is `sha` or reachable from it: a fast-forward."""
@@ -247,6 +256,28 @@ def diff_hunk(old: str, new: str, line: int | None, old_line: int | None) -> str
             if (line is not None and n == line) or (line is None and o == old_line):
                 return "\n".join([header, *(text for text, _, _ in rows[: index + 1])])
     return f"@@ -{old_line or line} +{line or old_line} @@"
+
+
+def blob_sha(data: bytes) -> str:
+    """Git's object id of a blob, as the git data APIs report it."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def listing(
+    files: Mapping[str, bytes], modes: Mapping[str, str], prefix: str
+) -> dict[str, tuple[str, bytes | None]]:
+    """The entries directly under `prefix` ("" or "dir/"): name -> (git mode, the blob, or
+    None for a subdirectory)."""
+    entries: dict[str, tuple[str, bytes | None]] = {}
+    for path, data in sorted(files.items()):
+        if not path.startswith(prefix):
+            continue
+        name, _, rest = path[len(prefix) :].partition("/")
+        if rest:
+            entries.setdefault(name, ("040000", None))
+        else:
+            entries[name] = (modes.get(path, REGULAR), data)
+    return entries
 
 
 def tarball(
