@@ -4,15 +4,21 @@ with the conflicting files named; modes, symlinks and files left out of the snap
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.agent.publish import publish
+from bot.agent.snapshot import snapshot
+from bot.agent.workspace import Workspace
+from bot.config import AgentSettings
 from bot.forge.errors import BranchMoved
-from bot.forge.types import FileChange
+from bot.forge.types import FileChange, TaskKey
 from bot.sandbox.forge_server import Fault, ForgeServer
 from bot.sandbox.llm_server import count_tool_results
 from bot.sandbox.world import SRepo, SThread
+from bot.state import TaskState
 from tests.conftest import REPO, ForgeFactory
 from tests.rig import Rig
 
@@ -216,3 +222,26 @@ def test_a_chmod_pushed_while_the_bot_works_is_kept(rig: Rig) -> None:
     assert files is not None and modes is not None
     assert files["src/app.py"] == APP.replace("'hi'", "'hello'").encode()
     assert modes["src/app.py"] == "100755"
+
+
+def test_deletes_are_committed_and_listed_only_when_the_file_existed(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory, tmp_path: Path
+) -> None:
+    """A delete reaches the commit (never dropped while the request lists it); deleting a file
+    that never existed is neither committed nor listed."""
+    world = server.world
+    thread = world.add_thread(platform, REPO, title="Tidy", labels=["coding agent"])
+    forge = make_forge()
+    key = TaskKey.parse(f"{platform}:{REPO}#{thread.number}")
+    pinned = world.repo(platform, REPO).branches["main"]
+    changes: dict[str, str | None] = {"README.md": None, "ghost.txt": None, "new.txt": "new\n"}
+    state = TaskState(key=str(key), base_sha=pinned, changes=changes)
+    workspace = Workspace(snapshot(forge, REPO, pinned, tmp_path / "cache"), changes)
+    published = publish(
+        forge, forge.get_thread(key), state, workspace, AgentSettings(), lambda: None, "Tidied."
+    )
+    assert published is not None
+    files = world.repo(platform, REPO).files(published.branch)
+    assert files is not None and "README.md" not in files and files["new.txt"] == b"new\n"
+    body = next(t for t in world.repo(platform, REPO).threads.values() if t.change).body
+    assert "- `README.md` (deleted)" in body and "- `new.txt`" in body and "ghost" not in body
