@@ -76,7 +76,9 @@ class Forge(Protocol):
     def commit_files(
         self, repo: str, branch: str, parent: str, message: str, changes: Sequence[FileChange]
     ) -> str:
-        """One commit on top of `parent`; `branch` is created or fast-forwarded. Its sha."""
+        """One commit on top of `parent`; `branch` is created or fast-forwarded, never forced.
+        Its sha. Raises `BranchMoved` when someone pushed to `branch` since `parent` (GitHub)
+        or changed one of these files since (GitLab): read the head again and retry."""
         ...
 
     def find_change_request(self, repo: str, branch: str) -> ChangeRequest | None: ...

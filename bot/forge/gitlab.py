@@ -64,6 +64,7 @@ _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
 # Our clock and GitLab's may disagree; the first incremental query overlaps by this much.
 CLOCK_SKEW = timedelta(minutes=5)
 DEFAULT_RATE_LIMIT_WAIT = 60.0
+RESET_MARGIN = 0.5
 # GitLab's 400s for a commit that lost a race (Files::MultiService, Gitlab::Git::Index and
 # Commits::CreateService#validate_branch_existence!): read the branch again and retry.
 _MOVED = (
@@ -72,7 +73,6 @@ _MOVED = (
     "A file with this name doesn't exist",
     "already exists. Switch to that branch",
 )
-RESET_MARGIN = 0.5
 
 
 class _Client(gitlab.Gitlab):
