@@ -177,6 +177,7 @@ def test_a_file_left_out_of_the_snapshot_is_never_created_or_overwritten(rig: Ri
     rig.forge.world.push(rig.platform, REPO, "main", {"vendor/big.bin": big}, "vendor")
     thread = rig.issue(title="Greet", body="say hello")
     rig.model.policy = steps(
+        call("list_files", path="vendor"),
         call("write_file", path="vendor/big.bin", content="small now\n"),
         call("edit_file", path="vendor/big.bin", old="x", new="y"),
         call("edit_file", path="src/app.py", old="'hi'", new="'hello'"),
@@ -185,7 +186,9 @@ def test_a_file_left_out_of_the_snapshot_is_never_created_or_overwritten(rig: Ri
     rig.run_once()
     assert thread.labels == [DONE], rig.bot_comments(thread)
     results = tool_results(rig, thread)
-    for result in results[:2]:
+    assert "1 more files exist but are left out of the snapshot" in results[0]
+    assert "vendor/big.bin" in results[0]
+    for result in results[1:3]:
         assert "vendor/big.bin exists in the repository but was left out" in result
     files = repo_of(rig).files(f"bot/{thread.number}-greet")
     assert files is not None

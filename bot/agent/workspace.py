@@ -125,6 +125,9 @@ class Workspace:
         """The pinned commit has this file but the snapshot does not (over a cap)."""
         return rel in self._absent
 
+    def left_out_under(self, prefix: str) -> list[str]:
+        return sorted(p for p in self._absent if p.startswith(prefix))
+
     @cached_property
     def _meta(self) -> dict[str, Any]:
         path = self.root / META
