@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.agent.repo_tools import repo_tools
-from bot.agent.snapshot import Limits, extract, snapshot
+from bot.agent.snapshot import COMPLETE, Limits, extract, snapshot
 from bot.agent.tools import Toolbox, finish_tool
 from bot.agent.workspace import Workspace, WorkspaceError
 from bot.context.tokens import TokenCounter
@@ -215,11 +216,19 @@ def test_snapshot_keeps_modes_link_targets_and_left_out_paths_without_real_links
         link = tarfile.TarInfo("top/escape")
         link.type, link.linkname = tarfile.SYMTYPE, "../../etc/passwd"
         tar.addfile(link)
-    dest = tmp_path / "out"
-    dest.mkdir()
-    extract(archive, dest, Limits(max_file_bytes=32))
-    workspace = Workspace(dest, {})
+
+    def fetch(where: str) -> Path:
+        dest = tmp_path / where
+        dest.mkdir()
+        extract(archive, dest, Limits(max_file_bytes=32))
+        (dest / COMPLETE).write_text("sha")
+        return dest
+
+    dest = fetch("out")
+    shutil.rmtree(dest)  # the cache lost it before the first look: fetched again, meta too
+    workspace = Workspace(dest, {}, refetch=lambda: fetch("again"))
     assert workspace.mode("run.sh") == "100755" and workspace.mode("escape") == "120000"
+    dest = workspace.root
     assert workspace.link_target("escape") == "../../etc/passwd"
     assert workspace.snapshot_bytes("escape") == b"../../etc/passwd"
     assert not (dest / "escape").is_symlink()

@@ -130,7 +130,7 @@ class Workspace:
 
     @cached_property
     def _meta(self) -> dict[str, Any]:
-        path = self.root / META
+        path = self.snapshot_root() / META  # fetched again first if the cache lost it
         try:
             data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
         except (OSError, ValueError):
