@@ -121,6 +121,14 @@ class Workspace:
     def link_target(self, rel: str) -> str | None:
         return self._links.get(rel)
 
+    def links(self) -> dict[str, str]:
+        """Every symbolic link of the pinned commit: path -> target."""
+        return dict(self._links)
+
+    def executables(self) -> list[str]:
+        modes = self._meta.get("modes", {})
+        return sorted(str(p) for p, mode in modes.items() if mode == "100755")
+
     def left_out(self, rel: str) -> bool:
         """The pinned commit has this file but the snapshot does not (over a cap)."""
         return rel in self._absent
