@@ -40,6 +40,7 @@ from bot.context.engine import agent_rules, initial_context
 from bot.context.tokens import TokenCounter
 from bot.context.window import WindowTooSmall, fit
 from bot.controls import Decision, decide, split_commands
+from bot.controls_trust import Gate
 from bot.forge._util import format_time
 from bot.forge.base import Forge
 from bot.forge.errors import AuthError, ForgeError
@@ -63,6 +64,7 @@ class Outcome(StrEnum):
     PAUSED = "paused"
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"  # daemon stopping or a transient fault: resumes later
+    IGNORED = "ignored"  # started by someone who may not control the bot: nothing done
 
 
 class _Halt(Exception):
@@ -134,6 +136,7 @@ class _Run:
             shorten=lambda text: truncate(text, cap, deps.counter),
         )
         self.poster = Poster(self.forge, key, deps.identity.login, self.store, self.state)
+        self.gate = Gate(self.forge, key, deps.identity.login, trust, self.settings.labels)
         self.thread: Thread | None = None
         self._workspace: Workspace | None = None
         self.toolbox = self._tools()
@@ -176,6 +179,10 @@ class _Run:
 
     def execute(self, fresh: bool) -> Outcome:
         loaded = self.store.load(self.key)
+        if loaded is None or (fresh and loaded.status.terminal):
+            start = self.forge.get_thread(self.key)
+            if not self.gate.start_allowed(start.labels, start.assignees):
+                return Outcome.IGNORED
         if loaded is not None and not (fresh and loaded.status.terminal):
             self._adopt(loaded)
             self.detector.restore_state({"seen": loaded.seen, "since": loaded.comments_since})
@@ -324,7 +331,8 @@ class _Run:
             self._save()
             raise _Halt(Outcome.INTERRUPTED)
         fresh = self.detector.check_for_new_comments()
-        self.labels = self.forge.get_thread(self.key).labels
+        labels = self.forge.get_thread(self.key).labels
+        self.labels = self.gate.filter(labels, self.state.status, self.state.labels_applied)
         split = split_commands(fresh)
         talk, commands, controls = split.talk, split.commands, split.pure
         if controls:

@@ -11,6 +11,7 @@ from bot.forge.types import (
     BranchHead,
     ChangeRequest,
     Comment,
+    ControlEvent,
     FileChange,
     Permission,
     Platform,
@@ -36,6 +37,10 @@ class Forge(Protocol):
 
     def list_comments(self, key: TaskKey, since: datetime | None = None) -> list[Comment]:
         """Every comment (all pages) updated at or after `since`, oldest first."""
+        ...
+
+    def control_events(self, key: TaskKey) -> list[ControlEvent]:
+        """Who labelled, unlabelled and assigned the thread, oldest first."""
         ...
 
     def post_comment(self, key: TaskKey, body: str) -> Comment: ...

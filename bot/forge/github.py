@@ -27,6 +27,7 @@ from bot.forge.types import (
     BranchHead,
     ChangeRequest,
     Comment,
+    ControlEvent,
     FileChange,
     Kind,
     Permission,
@@ -153,6 +154,23 @@ class GitHubForge:
             for item in self._get_all(path, params)
         ]
         return sorted(comments, key=lambda c: (c.created_at, c.id))
+
+    def control_events(self, key: TaskKey) -> list[ControlEvent]:
+        # Issue events cover pull requests too: https://docs.github.com/en/rest/issues/events
+        path = f"/repos/{key.repo}/issues/{key.number}/events"
+        events = []
+        for item in self._get_all(path, {"per_page": 100}):
+            kind = item.get("event")
+            if kind in ("labeled", "unlabeled"):
+                name = (item.get("label") or {}).get("name", "")
+            elif kind == "assigned":
+                name = (item.get("assignee") or {}).get("login", "")
+            else:
+                continue
+            actor = (item.get("actor") or {}).get("login", "")
+            at = parse_time(item.get("created_at"))
+            events.append(ControlEvent(kind, name, actor, at, str(item.get("id", ""))))
+        return events
 
     def post_comment(self, key: TaskKey, body: str) -> Comment:
         # Not retried on a transient error: the POST may have landed. Callers look up the

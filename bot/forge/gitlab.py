@@ -28,6 +28,7 @@ from bot.forge.types import (
     BranchHead,
     ChangeRequest,
     Comment,
+    ControlEvent,
     FileChange,
     Kind,
     Permission,
@@ -46,6 +47,9 @@ _ACCESS = [
     (1, Permission.READ),
 ]
 _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
+# System notes GitLab writes on assignment: "assigned to @a and @b" (with "and unassigned ...").
+_ASSIGNED = re.compile(r"^assigned to ((?:@[\w.\-]+(?:,\s*|\s+and\s+)?)+)")
+_MENTION = re.compile(r"@([\w.\-]+)")
 # Our clock and GitLab's may disagree; the first incremental query overlaps by this much.
 CLOCK_SKEW = timedelta(minutes=5)
 DEFAULT_RATE_LIMIT_WAIT = 60.0
@@ -232,6 +236,31 @@ class GitLabForge:
         raw = self._call("list_comments", fetch)
         comments = [self._comment(key.repo, n) for n in raw if not n.get("system")]
         return sorted(comments, key=lambda c: (c.created_at, c.id))
+
+    def control_events(self, key: TaskKey) -> list[ControlEvent]:
+        # Labels: https://docs.gitlab.com/api/resource_label_events/ . Assignment has no
+        # events API; GitLab writes a system note "assigned to @user" by whoever did it.
+        thread = self._thread_manager(key).get(key.number, lazy=True)
+        labels = self._call("label_events", partial(thread.resourcelabelevents.list, get_all=True))
+        events = []
+        for raw in labels:
+            data = dict(raw.attributes)
+            kind = "labeled" if data.get("action") == "add" else "unlabeled"
+            name = (data.get("label") or {}).get("name", "")
+            actor = (data.get("user") or {}).get("username", "")
+            at = parse_time(data.get("created_at"))
+            events.append(ControlEvent(kind, name, actor, at, f"label:{data['id']}"))
+        notes = self._call("notes", partial(thread.notes.list, get_all=True))
+        for raw in notes:
+            data = dict(raw.attributes)
+            match = _ASSIGNED.match(str(data.get("body") or "")) if data.get("system") else None
+            if match is None:
+                continue
+            actor = (data.get("author") or {}).get("username", "")
+            at = parse_time(data.get("created_at"))
+            for login in _MENTION.findall(match.group(1)):
+                events.append(ControlEvent("assigned", login, actor, at, f"note:{data['id']}"))
+        return sorted(events, key=lambda e: e.at)
 
     def post_comment(self, key: TaskKey, body: str) -> Comment:
         notes = self._thread_manager(key).get(key.number, lazy=True).notes

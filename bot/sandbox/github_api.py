@@ -17,6 +17,7 @@ from bot.sandbox.world import (
     SChangeRequest,
     SComment,
     SCommit,
+    SEvent,
     SRepo,
     SThread,
     SUser,
@@ -302,6 +303,30 @@ def comment_json(base: str, repo: SRepo, thread: SThread, comment: SComment) -> 
     }
 
 
+def event_json(base: str, repo: SRepo, thread: SThread, event: SEvent) -> dict[str, Any]:
+    """One issue event, oldest first, as `GET /repos/{owner}/{repo}/issues/{n}/events` lists
+    them (https://docs.github.com/en/rest/issues/events#list-issue-events): `actor` is who
+    did it; `labeled`/`unlabeled` carry the label, `assigned`/`unassigned` the assignee."""
+    data: dict[str, Any] = {
+        "id": event.id,
+        "node_id": f"LE_{event.id}",
+        "url": f"{base}/repos/{repo.path}/issues/events/{event.id}",
+        "actor": user_json(base, event.actor),
+        "event": event.kind,
+        "commit_id": None,
+        "commit_url": None,
+        "created_at": _ts(event.at),
+        "performed_via_github_app": None,
+    }
+    if event.kind in ("labeled", "unlabeled"):
+        data["label"] = {"name": event.name, "color": "ededed"}
+    else:
+        assignee = next((a for a in thread.assignees if a.login == event.name), None)
+        data["assignee"] = user_json(base, assignee or SUser(event.name, 0))
+        data["assigner"] = user_json(base, event.actor)
+    return data
+
+
 def _association(repo: SRepo, user: SUser) -> str:
     if user.login == repo.owner.login:
         return "OWNER"
@@ -431,7 +456,10 @@ def routes(server: ForgeServer) -> list[Route]:
         labels = (req.body or {}).get("labels")
         if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
             raise HttpError(422, "Validation Failed")
-        world.set_labels("github", repo.path, thread.number, thread.labels + labels, thread.kind)
+        assert req.user is not None
+        world.set_labels(
+            "github", repo.path, thread.number, thread.labels + labels, thread.kind, req.user.login
+        )
         return Response(body=[label_json(req.base_url, repo, n) for n in thread.labels])
 
     def remove_label(req: Request, m: re.Match[str]) -> Response:
@@ -441,7 +469,8 @@ def routes(server: ForgeServer) -> list[Route]:
         if name not in thread.labels:
             raise HttpError(404, "Label does not exist")
         remaining = [x for x in thread.labels if x != name]
-        world.set_labels("github", repo.path, thread.number, remaining, thread.kind)
+        assert req.user is not None
+        world.set_labels("github", repo.path, thread.number, remaining, thread.kind, req.user.login)
         return Response(body=[label_json(req.base_url, repo, n) for n in thread.labels])
 
     def permission(req: Request, m: re.Match[str]) -> Response:
@@ -660,6 +689,12 @@ def routes(server: ForgeServer) -> list[Route]:
         thread = world.open_change_request("github", repo.path, req.user.login, change)
         return Response(201, pull_json(req.base_url, repo, thread))
 
+    def list_events(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"])
+        items = [event_json(req.base_url, repo, thread, e) for e in thread.events]
+        return Response(body=items, paginate=True)
+
     issue = REPO + r"/issues/(?P<number>\d+)"
     pull = REPO + r"/pulls/(?P<number>\d+)"
     table: list[tuple[str, str, Any]] = [
@@ -669,6 +704,7 @@ def routes(server: ForgeServer) -> list[Route]:
         ("GET", issue, get_issue),
         ("GET", issue + "/comments", lambda r, m: list_comments(r, m, False)),
         ("POST", issue + "/comments", post_comment),
+        ("GET", issue + "/events", list_events),
         ("PATCH", REPO + r"/issues/comments/(?P<id>\d+)", lambda r, m: edit_comment(r, m, False)),
         ("POST", issue + "/labels", add_labels),
         ("DELETE", issue + r"/labels/(?P<label>[^/]+)", remove_label),

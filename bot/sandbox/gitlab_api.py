@@ -179,10 +179,35 @@ def routes(server: ForgeServer) -> list[Route]:
             labels = [x for x in str(body["labels"]).split(",") if x]
         labels += [x for x in str(body.get("add_labels", "")).split(",") if x]
         removed = {x for x in str(body.get("remove_labels", "")).split(",") if x}
-        world.set_labels(
-            "gitlab", repo.path, thread.number, [x for x in labels if x not in removed], thread.kind
-        )
+        assert req.user is not None
+        kept = [x for x in labels if x not in removed]
+        world.set_labels("gitlab", repo.path, thread.number, kept, thread.kind, req.user.login)
         return Response(body=thread_json(req.base_url, repo, thread))
+
+    def label_events(req: Request, m: re.Match[str]) -> Response:
+        # https://docs.gitlab.com/api/resource_label_events/ : who added or removed which
+        # label, oldest first; `user` is who did it, `action` is "add" or "remove".
+        repo = project_of(m)
+        thread = thread_of(repo, m["section"], m["iid"])
+        items = [
+            {
+                "id": e.id,
+                "user": user_json(req.base_url, e.actor),
+                "created_at": _ts(e.at),
+                "resource_type": "MergeRequest" if thread.kind == "mr" else "Issue",
+                "resource_id": thread.id,
+                "label": {
+                    "id": abs(hash((repo.path, e.name))) % 10**6,
+                    "name": e.name,
+                    "color": "#ededed",
+                    "description": None,
+                },
+                "action": "add" if e.kind == "labeled" else "remove",
+            }
+            for e in thread.events
+            if e.kind in ("labeled", "unlabeled")
+        ]
+        return Response(body=items, paginate=True)
 
     def list_notes(req: Request, m: re.Match[str]) -> Response:
         repo = project_of(m)
@@ -332,6 +357,7 @@ def routes(server: ForgeServer) -> list[Route]:
         ("GET", thread, get_thread),
         ("PUT", thread, update_thread),
         ("GET", thread + "/notes", list_notes),
+        ("GET", thread + "/resource_label_events", label_events),
         ("POST", thread + "/notes", create_note),
         ("PUT", thread + r"/notes/(?P<note>\d+)", update_note),
         ("GET", PROJECT + r"/members/all/(?P<user>\d+)", member),

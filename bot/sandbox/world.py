@@ -56,6 +56,18 @@ class SComment:
 
 
 @dataclass
+class SEvent:
+    """Who labelled or assigned a thread, as both forges record it (GitHub issue events,
+    GitLab resource label events and assignment system notes)."""
+
+    id: int
+    kind: str  # "labeled", "unlabeled", "assigned", "unassigned"
+    name: str  # the label, or the assignee's login
+    actor: SUser
+    at: datetime
+
+
+@dataclass
 class SThread:
     number: int
     kind: str  # "issue", "pull" (GitHub) or "mr" (GitLab)
@@ -73,6 +85,7 @@ class SThread:
     base_ref: str = "main"
     head_sha: str = ""
     change: SChangeRequest | None = None  # set when the bot opened it
+    events: list[SEvent] = field(default_factory=list)
 
 
 def tree_sha(files: Mapping[str, bytes]) -> str:
@@ -245,7 +258,20 @@ class World:
                 repo.branches.setdefault(head_ref, repo.branches[repo.default_branch])
                 thread.head_sha = repo.branch_sha(head_ref)
             repo.threads[(kind, number)] = thread
+            for label in thread.labels:  # the author labelled and assigned it when filing
+                self._event(thread, "labeled", label, thread.author, now)
+            for assignee in thread.assignees:
+                self._event(thread, "assigned", assignee.login, thread.author, now)
+                if platform == "gitlab":
+                    note = SComment(
+                        self.next_id(), thread.author, f"assigned to @{assignee.login}", now, now
+                    )
+                    note.system = True
+                    thread.comments.append(note)
             return thread
+
+    def _event(self, thread: SThread, kind: str, name: str, actor: SUser, at: datetime) -> None:
+        thread.events.append(SEvent(self.next_id(), kind, name, actor, at))
 
     def _next_number(self, repo: SRepo, kind: str) -> int:
         # GitHub issues and pull requests share one sequence; GitLab keeps one per kind.
@@ -284,12 +310,56 @@ class World:
             raise KeyError(comment_id)
 
     def set_labels(
-        self, platform: str, path: str, number: int, labels: list[str], kind: str | None = None
+        self,
+        platform: str,
+        path: str,
+        number: int,
+        labels: list[str],
+        kind: str | None = None,
+        actor: str = "alice",
     ) -> None:
+        """Set the labels as `actor` did (a writer by default); each change is an event."""
         with self.lock:
             thread = self.thread(platform, path, number, kind)
-            thread.labels = list(dict.fromkeys(labels))
+            before, after = list(thread.labels), list(dict.fromkeys(labels))
+            thread.labels = after
             thread.updated_at = self.clock()
+            who = self.user(actor)
+            for label in after:
+                if label not in before:
+                    self._event(thread, "labeled", label, who, thread.updated_at)
+            for label in before:
+                if label not in after:
+                    self._event(thread, "unlabeled", label, who, thread.updated_at)
+
+    def assign(
+        self,
+        platform: str,
+        path: str,
+        number: int,
+        login: str,
+        actor: str = "alice",
+        kind: str | None = None,
+    ) -> None:
+        """`actor` assigns `login`. GitLab has no assignee events API: like GitLab, the
+        emulator records a system note "assigned to @login" written by the actor."""
+        with self.lock:
+            thread = self.thread(platform, path, number, kind)
+            user, who = self.user(login), self.user(actor)
+            if user not in thread.assignees:
+                thread.assignees.append(user)
+            thread.updated_at = self.clock()
+            self._event(thread, "assigned", login, who, thread.updated_at)
+            if platform == "gitlab":
+                self.add_comment(
+                    platform,
+                    path,
+                    number,
+                    f"assigned to @{login}",
+                    author=actor,
+                    kind=thread.kind,
+                    system=True,
+                )
 
     def set_state(
         self, platform: str, path: str, number: int, state: str, kind: str | None = None
