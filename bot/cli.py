@@ -195,6 +195,8 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
     finally:
         daemon.close()
     log.info("daemon_exit")
+    if once and daemon.auth_error is not None:
+        return EXIT_FAILURE  # the token was rejected during the cycle: the work did not happen
     return EXIT_OK
 
 

@@ -98,6 +98,9 @@ class Daemon:
         self._in_flight: dict[str, Future[Outcome]] = {}
         self._guard = threading.Lock()
         self._workers: list[_Worker] = []
+        # Platforms whose token was rejected in the current cycle: logged once per cycle.
+        self._auth_failed: set[str] = set()
+        self.auth_error: str | None = None  # the last rejection, for `bot run --once`
         self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -165,8 +168,15 @@ class Daemon:
             return
         platform = worker.source.forge.platform
         saved = self.store.all_states()  # read once per poll: for the plan and the metrics
+        with self._guard:
+            self._auth_failed.discard(platform.value)  # a new cycle: report it again
         try:
             result = discover(worker.source)
+        except AuthError as exc:
+            # Nothing on this source can work: one line, no traceback, no task touched.
+            self._record_poll(worker, saved, ok=False, error=f"AuthError: {exc}")
+            self._token_rejected(platform.value, exc)
+            return
         except Exception as exc:
             self._record_poll(worker, saved, ok=False, error=f"{type(exc).__name__}: {exc}")
             raise  # the job queue's error handler logs it with its traceback
@@ -234,13 +244,23 @@ class Daemon:
             log.warning("task_busy", task=str(job.key))
             return Outcome.INTERRUPTED
         except AuthError as exc:
-            log.error("forge_auth_failed", task=str(job.key), error=str(exc))
+            self._token_rejected(worker.source.forge.platform.value, exc, task=str(job.key))
             return Outcome.INTERRUPTED
         except Exception as exc:
             # One handler for the unexpected: logged with its traceback, the task resumes
             # next cycle from its saved state, the daemon keeps working.
             log.exception("task_crashed", task=str(job.key), error=type(exc).__name__)
             return Outcome.INTERRUPTED
+
+    def _token_rejected(self, platform: str, exc: AuthError, task: str | None = None) -> None:
+        with self._guard:
+            first = platform not in self._auth_failed
+            self._auth_failed.add(platform)
+            self.auth_error = str(exc)
+        if first:
+            extra = {"task": task} if task else {}
+            log.error("forge_auth_failed", platform=platform, error=str(exc), **extra)
+            self.heartbeat.auth_failed(str(exc))
 
     def _drain(self) -> None:
         while True:

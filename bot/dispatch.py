@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from bot.agent.failures import waiting
 from bot.config import LabelSettings
 from bot.forge.types import Platform, TaskKey, TaskSummary
 from bot.log import get_logger
@@ -44,6 +45,8 @@ def plan_jobs(
         except StateError as exc:
             log.error("state_unreadable", task=str(summary.key), error=str(exc))
             continue
+        if state is not None and waiting(state):
+            continue  # backing off after forge errors (`retry_at`)
         job = _job_for(summary, state, labels, handed_back)
         if job is not None:
             jobs[job.key] = job
@@ -53,6 +56,7 @@ def plan_jobs(
             key.platform is platform
             and key not in jobs
             and state.status in (Status.RUNNING, Status.PAUSED)
+            and not waiting(state)
         ):
             jobs[key] = Job(key, fresh=False)
     return sorted(jobs.values(), key=lambda j: j.key)

@@ -19,6 +19,7 @@ from typing import NoReturn
 
 import structlog
 
+from bot.agent import failures
 from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
 from bot.agent.pinning import pin
 from bot.agent.plan_tool import plan_tool
@@ -93,13 +94,20 @@ class TaskRunner:
             self.deps.store.task_lock(key),
             structlog.contextvars.bound_contextvars(task=str(key), repo=key.repo),
         ):
+            run = _Run(self.deps, key)
             try:
-                outcome = _Run(self.deps, key).execute(fresh)
+                outcome = run.execute(fresh)
             except AuthError:
                 raise
             except ForgeError as exc:
-                log.warning("task_interrupted", reason="forge", error=str(exc), status=exc.status)
-                return Outcome.INTERRUPTED
+                if self.deps.stop.is_set():  # the daemon is stopping: not the task's fault
+                    log.info("task_interrupted", reason="stopping", error=str(exc))
+                    return Outcome.INTERRUPTED
+                base = self.deps.settings.agent.retry_backoff_seconds
+                failed = failures.settle(
+                    exc, run.state, run.save, lambda text: run.end(Status.FAILED, text), base
+                )
+                return Outcome.FAILED if failed else Outcome.INTERRUPTED
             except OSError as exc:
                 # Disk full or read-only state dir: the previous state file is intact (atomic
                 # writes), and the task resumes from it once the disk is usable again.
@@ -221,6 +229,12 @@ class _Run:
         self.state = state
         self.poster.state = state
         self._workspace = None
+
+    def save(self) -> None:
+        self._save()
+
+    def end(self, status: Status, comment: str) -> None:
+        self._end(status, comment)
 
     def _save(self) -> None:
         detector = self.detector.get_state()
@@ -457,6 +471,7 @@ class _Run:
         self.deps.metrics.llm_tokens.labels("completion").inc(reply.completion_tokens)
         self.state.step += 1
         self.state.llm_failures = 0
+        self.state.forge_failures = 0  # progress: earlier forge errors were passing
         self.conversation.append({**reply.message(), "kind": "reply", "step": self.state.step})
         self._save()
         log.info(
@@ -544,9 +559,8 @@ class _Run:
         )
         comment = answer
         if published is not None and published.request_url:
-            comment += (
-                f"\n\nDraft change request: {published.request_url} (branch `{published.branch}`)."
-            )
+            kind = "Draft change request" if published.draft else "Change request"
+            comment += f"\n\n{kind}: {published.request_url} (branch `{published.branch}`)."
         elif published is not None:
             comment += f"\n\nPushed commit {published.commit[:12]} to `{published.branch}`."
         self._end(Status.DONE, comment)

@@ -74,7 +74,7 @@ class Forge(Protocol):
     def find_change_request(self, repo: str, branch: str) -> ChangeRequest | None: ...
 
     def open_change_request(
-        self, repo: str, branch: str, base: str, title: str, body: str
+        self, repo: str, branch: str, base: str, title: str, body: str, draft: bool = True
     ) -> ChangeRequest:
-        """A draft pull/merge request from `branch` into `base`."""
+        """A pull/merge request from `branch` into `base` (a draft unless `draft` is false)."""
         ...

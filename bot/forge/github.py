@@ -21,7 +21,15 @@ import requests
 from github import Auth, Github, GithubException
 
 from bot.forge._util import LRU, TTLCache, clean_text, format_time, next_link, parse_time
-from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.errors import (
+    AuthError,
+    EmptyRepository,
+    Forbidden,
+    ForgeError,
+    NotFound,
+    RateLimited,
+    TransientError,
+)
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
     BranchHead,
@@ -310,13 +318,13 @@ class GitHubForge:
         return _change_request(pulls[0]) if pulls else None
 
     def open_change_request(
-        self, repo: str, branch: str, base: str, title: str, body: str
+        self, repo: str, branch: str, base: str, title: str, body: str, draft: bool = True
     ) -> ChangeRequest:
         data = self._write(
             "open_pull",
             "POST",
             f"/repos/{repo}/pulls",
-            {"title": title, "head": branch, "base": base, "body": body, "draft": True},
+            {"title": title, "head": branch, "base": base, "body": body, "draft": draft},
         )
         return _change_request(data)
 
@@ -421,7 +429,15 @@ def _translate_status(
     status: int, headers: dict[str, Any], data: Any, clock: Callable[[], float]
 ) -> ForgeError:
     message = data.get("message", "") if isinstance(data, dict) else ""
-    lowered = str(message).lower()
+    details = [
+        str(e.get("message"))
+        for e in (data.get("errors") if isinstance(data, dict) else None) or []
+        if isinstance(e, dict) and e.get("message")
+    ]
+    if details:  # "Validation Failed" alone says nothing a person can act on
+        message = f"{message}: {'; '.join(details)}"
+    message = str(message)[:300]
+    lowered = message.lower()
     if status in (403, 429):
         wait = _rate_limit_wait(headers, lowered, clock)
         if wait is not None:
@@ -429,9 +445,13 @@ def _translate_status(
     if status == 401:
         return AuthError("GitHub rejected the token (401)", status)
     if status == 403:
-        return AuthError(f"GitHub refused access (403): {message}", status)
+        return Forbidden(f"GitHub refused this (403): {message}", status)
     if status == 404:
         return NotFound(f"GitHub: not found ({message})", status)
+    if status == 409 and "empty" in lowered:
+        # The git database API answers 409 "Git Repository is empty." on a repository
+        # without commits (https://docs.github.com/en/rest/git/refs#get-a-reference).
+        return EmptyRepository(f"GitHub: {message}", status)
     if status >= 500 or status in (408, 409):
         return TransientError(f"GitHub server error {status}", status)
     return ForgeError(f"GitHub error {status}: {message}", status)

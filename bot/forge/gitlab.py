@@ -22,7 +22,14 @@ import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
 from bot.forge._util import TTLCache, clean_text, format_time, parse_time
-from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.errors import (
+    AuthError,
+    Forbidden,
+    ForgeError,
+    NotFound,
+    RateLimited,
+    TransientError,
+)
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
     BranchHead,
@@ -372,13 +379,13 @@ class GitLabForge:
         return _change_request(dict(found[0].attributes)) if found else None
 
     def open_change_request(
-        self, repo: str, branch: str, base: str, title: str, body: str
+        self, repo: str, branch: str, base: str, title: str, body: str, draft: bool = True
     ) -> ChangeRequest:
         mrs = self._gl.projects.get(repo, lazy=True).mergerequests
         payload = {
             "source_branch": branch,
             "target_branch": base,
-            "title": f"Draft: {title}",
+            "title": f"Draft: {title}" if draft else title,
             "description": body,
         }
         created = self._call("open_mr", partial(mrs.create, payload), idempotent=False)
@@ -447,7 +454,7 @@ def _translate(exc: Exception, clock: Callable[[], float] = time.time) -> ForgeE
     if status == 429:
         return RateLimited("GitLab rate limit", _wait(_Client.last_error_headers(), clock), status)
     if status == 403:
-        return AuthError(f"GitLab refused access (403): {message}", status)
+        return Forbidden(f"GitLab refused this (403): {message}", status)
     if status == 404:
         return NotFound(f"GitLab: not found ({message})", status)
     if status >= 500 or status in (408, 409) or status == 0:

@@ -11,7 +11,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from bot.sandbox.forge_server import HttpError, Request, Response, Route, archive_response
+from bot.sandbox.forge_server import (
+    Handler,
+    HttpError,
+    Request,
+    Response,
+    Route,
+    archive_response,
+)
 from bot.sandbox.world import (
     ROLES,
     SChangeRequest,
@@ -154,7 +161,7 @@ def repo_json(base: str, repo: SRepo) -> dict[str, Any]:
         "has_pages": False,
         "has_downloads": False,
         "has_discussions": False,
-        "archived": False,
+        "archived": repo.archived,
         "disabled": False,
         "license": None,
         "pushed_at": _ts(repo.created_at),
@@ -575,6 +582,10 @@ def routes(server: ForgeServer) -> list[Route]:
     def get_ref(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
         branch = unquote(m["branch"])
+        if not repo.commits:
+            # https://docs.github.com/en/rest/git/refs#get-a-reference lists 409 Conflict:
+            # the git database API of an empty repository answers "Git Repository is empty."
+            raise HttpError(409, "Git Repository is empty.")
         if branch not in repo.branches:
             raise HttpError(404, "Not Found")
         return Response(body=ref_json(req, repo, branch))
@@ -633,6 +644,7 @@ def routes(server: ForgeServer) -> list[Route]:
         if not ref.startswith("refs/heads/") or sha not in repo.commits:
             raise HttpError(422, "Validation Failed")
         branch = ref.removeprefix("refs/heads/")
+        _refuse_protected(repo, branch)
         if branch in repo.branches:
             raise HttpError(422, "Reference already exists")
         repo.branches[branch] = sha
@@ -642,6 +654,7 @@ def routes(server: ForgeServer) -> list[Route]:
         repo = repo_of(m)
         branch = unquote(m["branch"])
         sha = str((req.body or {}).get("sha", ""))
+        _refuse_protected(repo, branch)
         if branch not in repo.branches:
             raise HttpError(422, "Reference does not exist")
         if sha not in repo.commits:
@@ -682,6 +695,11 @@ def routes(server: ForgeServer) -> list[Route]:
             for t in repo.threads.values()
         ):
             raise HttpError(422, f"A pull request already exists for {repo.owner.login}:{head}.")
+        if body.get("draft") and not repo.drafts_supported:
+            # Private repositories on GitHub Free/Pro: 422 with this message at the top level
+            # (reported e.g. in https://github.com/SWE-agent/SWE-agent/issues/179; plans:
+            # https://docs.github.com/en/pull-requests/collaborating-with-pull-requests/proposing-changes-to-your-work-with-pull-requests/about-pull-requests#draft-pull-requests).
+            raise HttpError(422, "Draft pull requests are not supported in this repository.")
         assert req.user is not None
         change = SChangeRequest(
             str(body["title"]), str(body.get("body") or ""), head, base, bool(body.get("draft"))
@@ -728,4 +746,25 @@ def routes(server: ForgeServer) -> list[Route]:
         ("GET", REPO + r"/pulls", list_pulls),
         ("POST", REPO + r"/pulls", create_pull),
     ]
-    return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]
+
+    def guarded(method: str, handler: Handler) -> Handler:
+        def run(req: Request, m: re.Match[str]) -> Response:
+            # An archived repository is read-only: every write is a 403 with this message
+            # (https://docs.github.com/en/repositories/archiving-a-github-repository/archiving-repositories).
+            if method != "GET" and "owner" in m.groupdict() and repo_of(m).archived:
+                raise HttpError(403, "Repository was archived so is read-only.")
+            return handler(req, m)
+
+        return run
+
+    return [
+        Route(method, re.compile(pattern), guarded(method, handler))
+        for method, pattern, handler in table
+    ]
+
+
+def _refuse_protected(repo: SRepo, branch: str) -> None:
+    # Branch protection refuses ref updates with 422 "Protected branch update failed"
+    # (https://docs.github.com/en/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches).
+    if repo.is_protected(branch):
+        raise HttpError(422, f"Protected branch update failed for refs/heads/{branch}.")

@@ -7,7 +7,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from bot.sandbox.forge_server import HttpError, Request, Response, Route, archive_response
+from bot.sandbox.forge_server import (
+    Handler,
+    HttpError,
+    Request,
+    Response,
+    Route,
+    archive_response,
+)
 from bot.sandbox.world import (
     ROLES,
     SChangeRequest,
@@ -130,7 +137,10 @@ def routes(server: ForgeServer) -> list[Route]:
                 "name": repo.path.rsplit("/", 1)[-1],
                 "path": repo.path.rsplit("/", 1)[-1],
                 "path_with_namespace": repo.path,
-                "default_branch": repo.default_branch,
+                # An empty project has no default branch (null) and `empty_repo: true`.
+                "default_branch": repo.default_branch if repo.commits else None,
+                "empty_repo": not repo.commits,
+                "archived": repo.archived,
                 "web_url": f"{req.base_url}/{repo.path}",
             }
         )
@@ -301,6 +311,10 @@ def routes(server: ForgeServer) -> list[Route]:
         repo = project_of(m)
         body = req.body or {}
         name = str(body.get("branch", ""))
+        if repo.is_protected(name):
+            # https://docs.gitlab.com/user/project/repository/branches/protected/ : a push
+            # by someone not allowed to push to the branch is a 403.
+            raise HttpError(403, "You are not allowed to push into this branch")
         start = body.get("start_sha") or body.get("start_branch")
         if name in repo.branches:
             base = repo.branches[name]
@@ -367,7 +381,21 @@ def routes(server: ForgeServer) -> list[Route]:
         ("POST", PROJECT + r"/repository/commits", create_commit),
         ("POST", PROJECT + r"/merge_requests", create_mr),
     ]
-    return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]
+
+    def guarded(method: str, handler: Handler) -> Handler:
+        def run(req: Request, m: re.Match[str]) -> Response:
+            # An archived project is read-only: writes are refused with 403
+            # (https://docs.gitlab.com/user/project/working_with_projects/#archive-a-project).
+            if method != "GET" and "project" in m.groupdict() and project_of(m).archived:
+                raise HttpError(403, "403 Forbidden")
+            return handler(req, m)
+
+        return run
+
+    return [
+        Route(method, re.compile(pattern), guarded(method, handler))
+        for method, pattern, handler in table
+    ]
 
 
 def _access(role: str) -> int:

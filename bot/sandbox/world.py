@@ -6,6 +6,7 @@ All access goes through `World.lock` because the HTTP server is threaded.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import io
 import itertools
@@ -133,6 +134,15 @@ class SRepo:
     roles: dict[str, str] = field(default_factory=dict)  # login -> role
     created_at: datetime = field(default_factory=utcnow)
     archive_override: bytes | None = None  # hostile-archive tests serve crafted tarballs
+    # Refusals a real forge makes (tests set them): archived repositories refuse every
+    # write; protected branches (fnmatch patterns) refuse pushes; GitHub private repositories
+    # on the Free plan refuse draft pull requests.
+    archived: bool = False
+    protected: list[str] = field(default_factory=list)
+    drafts_supported: bool = True
+
+    def is_protected(self, branch: str) -> bool:
+        return any(fnmatch.fnmatchcase(branch, pattern) for pattern in self.protected)
 
     def thread(self, kind: str, number: int) -> SThread | None:
         return self.threads.get((kind, number))
@@ -206,13 +216,15 @@ class World:
         files: Mapping[str, bytes | str] | None = None,
         roles: dict[str, str] | None = None,
         default_branch: str = "main",
+        empty: bool = False,
     ) -> SRepo:
         with self.lock:
             owner = self.user(path.split("/")[0])
             repo = SRepo(platform, path, self.next_id(), owner, default_branch)
             content = {p: d.encode() if isinstance(d, str) else d for p, d in (files or {}).items()}
-            initial = repo.commit(content, "Initial commit", [], owner.login)
-            repo.branches[default_branch] = initial.sha
+            if not empty:  # an empty repository has no commit and no branch at all
+                initial = repo.commit(content, "Initial commit", [], owner.login)
+                repo.branches[default_branch] = initial.sha
             repo.roles = {owner.login: "admin", **(roles or {})}
             for login in repo.roles:
                 self.user(login)
@@ -308,6 +320,11 @@ class World:
                         thread.updated_at = comment.updated_at
                         return comment
             raise KeyError(comment_id)
+
+    def delete_comment(self, comment_id: int) -> None:
+        with self.lock:
+            for thread in self.all_threads():
+                thread.comments = [c for c in thread.comments if c.id != comment_id]
 
     def set_labels(
         self,
