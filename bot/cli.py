@@ -168,7 +168,7 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
     runtime = Runtime.from_environ()
     notifier = Notifier(runtime.notify_socket, runtime.watchdog_usec)
     sources = build_sources(settings, stop, metrics)
-    daemon = Daemon(settings, sources, build_llm(settings.llm), stop, metrics, notifier)
+    daemon = Daemon(settings, sources, build_llm(settings.llm, stop), stop, metrics, notifier)
     try:
         daemon.initialize()
     except StateError as exc:

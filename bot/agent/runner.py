@@ -47,7 +47,15 @@ from bot.forge.base import Forge
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.types import TaskKey, Thread
 from bot.labels import sync_labels
-from bot.llm.base import LLMClient, LLMError, LLMFatal, LLMReply, Message, ToolCall
+from bot.llm.base import (
+    LLMCancelled,
+    LLMClient,
+    LLMError,
+    LLMFatal,
+    LLMReply,
+    Message,
+    ToolCall,
+)
 from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.posting import Poster
@@ -460,6 +468,10 @@ class _Run:
             self._fail(str(exc))
         try:
             reply = self.deps.llm.complete(fitted.messages, specs)
+        except LLMCancelled:
+            self._save()  # stopping: the turn is redone after the restart
+            log.info("model_call_cancelled", step=self.state.step)
+            raise _Halt(Outcome.INTERRUPTED) from None
         except LLMFatal as exc:
             self._fail(f"the model endpoint refused the request: {exc}")
         except LLMError as exc:

@@ -100,6 +100,7 @@ class LLMServer:
         self.arrived: list[float] = []  # time.monotonic() of each request, same order
         self.model = "scripted-model"
         self._lock = threading.Lock()
+        self.closing = threading.Event()  # ends scripted delays when the server stops
         self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
         self._httpd.daemon_threads = True
 
@@ -113,6 +114,7 @@ class LLMServer:
         return self
 
     def stop(self) -> None:
+        self.closing.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -211,7 +213,7 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 return
             answer = server.next_answer(request)
             if answer.delay:
-                time.sleep(answer.delay)
+                server.closing.wait(answer.delay)
             if answer.status != 200:
                 self._json(answer.status, {"error": {"message": "scripted fault"}}, answer.headers)
                 return

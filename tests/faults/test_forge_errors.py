@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +22,11 @@ from bot.agent.failures import (
 )
 from bot.forge.errors import Forbidden, ForgeError, RateLimited, TransientError
 from bot.health import check
-from bot.sandbox.forge_server import Fault
-from bot.sandbox.llm_server import count_tool_results, demo_policy, stepping_policy
+from bot.sandbox.forge_server import Fault, ForgeServer
+from bot.sandbox.llm_server import LLMServer, count_tool_results, demo_policy, stepping_policy
 from bot.state import StateStore, Status
 from tests.conftest import REPO
+from tests.processes import run_bot, write_config
 from tests.rig import Rig
 
 FAILED, DONE = "coding agent failed", "coding agent done"
@@ -221,3 +223,25 @@ def test_backoff_doubles_with_jitter_and_is_capped() -> None:
     assert high[1:4] == [30.0, 60.0, 120.0]
     assert all(lo == hi / 2 for lo, hi in zip(low, high, strict=True))
     assert backoff(40, 30, lambda: 1.0) == 3600.0
+
+
+def test_run_once_exits_1_when_the_token_is_rejected_mid_run(
+    server: ForgeServer, model: LLMServer, platform: str, tmp_path: Path
+) -> None:
+    thread = server.world.add_thread(platform, REPO, title="T", labels=["coding agent"])
+    user = server.world.users["coding-bot"]
+
+    def policy(request: dict[str, Any]) -> dict[str, Any]:
+        user.token = "revoked"
+        return {"tool_calls": [("post_comment", {"body": "a note"})]}
+
+    model.policy = policy
+    config = write_config(tmp_path, server, model)
+    done = run_bot(config, "run", "--once")
+    assert done.returncode == 1, done.stderr[-2000:]
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    rejected = [e for e in events if e["event"] == "forge_auth_failed"]
+    assert len([e for e in rejected if e["platform"] == platform]) == 1
+    health = run_bot(config, "healthcheck")
+    assert health.returncode == 1 and "rejected the token" in health.stdout
+    assert "coding agent processing" in thread.labels
