@@ -61,10 +61,13 @@ class Gate:
     # -- while it runs ----------------------------------------------------------------------
 
     def filter(self, labels: frozenset[str], status: Status, applied: str | None) -> frozenset[str]:
-        """The thread's labels with every control label an untrusted person set taken out.
+        """The thread's labels as trusted people left them: a control label an untrusted
+        person added is taken out (and off the thread); the paused label an untrusted person
+        removed from a paused task is put back.
 
         Checked only when a control label is there that the bot did not put there itself (the
-        paused label of a paused task is the bot's), so an ordinary step costs no request.
+        paused label of a paused task is the bot's), or a paused task lost its label, so an
+        ordinary step costs no request.
         """
         suspects = []
         if self.labels.stopped in labels:
@@ -73,7 +76,8 @@ class Gate:
             status is Status.PAUSED and applied == Status.PAUSED.value
         ):
             suspects.append(self.labels.paused)
-        if not suspects:
+        resumed = status is Status.PAUSED and self.labels.paused not in labels
+        if not suspects and not resumed:
             return labels
         events = self.forge.control_events(self.key)
         kept = set(labels)
@@ -83,6 +87,11 @@ class Gate:
                 continue  # no record (an old label): the label is obeyed as before
             kept.discard(name)
             self._ignore(event)
+        removal = _latest(events, "unlabeled", self.labels.paused) if resumed else None
+        if removal is not None and not self._trusted(removal.actor):
+            kept.add(self.labels.paused)  # still paused: the label goes back on
+            self.forge.add_labels(self.key, [self.labels.paused])
+            self._ignore(removal)
         return frozenset(kept)
 
     # -- internals ------------------------------------------------------------------------------
@@ -95,11 +104,10 @@ class Gate:
         return self.forge.permission(self.key.repo, login).can_write
 
     def _ignore(self, event: ControlEvent) -> None:
-        what = (
-            f"assigned me to this {self._noun()}"
-            if event.kind == "assigned"
-            else f"added the label `{event.name}`"
-        )
+        what = {
+            "assigned": f"assigned me to this {self._noun()}",
+            "unlabeled": f"removed the label `{event.name}`",
+        }.get(event.kind, f"added the label `{event.name}`")
         log.warning(
             "control_ignored", control=event.kind, name=event.name, actor=event.actor, id=event.id
         )

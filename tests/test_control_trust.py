@@ -106,3 +106,29 @@ def test_assignment_counts_only_from_a_writer(
     assert len(notices) == 1 and "@tracy assigned me" in notices[0]
     assert not gate(by_triage.number).start_allowed(frozenset(), bot)
     assert len([c for c in by_triage.comments if "only people" in c.body]) == 1  # said once
+
+
+def test_resume_by_label_removal_counts_only_from_a_writer(rig: Rig) -> None:
+    _triage(rig.forge, rig.platform)
+    thread = rig.issue()
+    world = rig.forge.world
+
+    def policy(req: dict[str, Any]) -> dict[str, Any]:
+        if count_tool_results(req) == 0:
+            labels = [*thread.labels, PAUSED]
+            world.set_labels(rig.platform, REPO, thread.number, labels, actor="alice")
+            return {"tool_calls": [("post_comment", {"body": "step one"})]}
+        return {"tool_calls": [("finish", {"summary": "Finished."})]}
+
+    rig.model.policy = policy
+    rig.run_once()
+    assert rig.state(thread).status is Status.PAUSED
+    world.set_labels(rig.platform, REPO, thread.number, [], actor="tracy")
+    rig.run_once()
+    rig.run_once()
+    assert rig.state(thread).status is Status.PAUSED
+    assert thread.labels == [PAUSED]  # put back
+    assert len(_notices(rig, thread)) == 1 and "removed the label" in _notices(rig, thread)[0]
+    world.set_labels(rig.platform, REPO, thread.number, [], actor="alice")
+    rig.run_once()
+    assert rig.state(thread).status is Status.DONE

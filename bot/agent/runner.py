@@ -195,7 +195,7 @@ class _Run:
 
     def execute(self, fresh: bool) -> Outcome:
         loaded = self.store.load(self.key)
-        if loaded is None or (fresh and loaded.status.terminal):
+        if loaded is None or not loaded.initialized or (fresh and loaded.status.terminal):
             start = self.forge.get_thread(self.key)
             if not self.gate.start_allowed(start.labels, start.assignees):
                 return Outcome.IGNORED

@@ -94,6 +94,8 @@ class OpenAIClient:
         not wait for the model: the call is abandoned and its HTTP connections closed."""
         if self._stop is None:
             return client.chat.completions.create(**kwargs)
+        if self._stop.is_set():
+            raise LLMCancelled("model call not started: the daemon is stopping")
         outcome: dict[str, Any] = {}
         finished = threading.Event()
 
