@@ -132,3 +132,18 @@ def test_resume_by_label_removal_counts_only_from_a_writer(rig: Rig) -> None:
     world.set_labels(rig.platform, REPO, thread.number, [], actor="alice")
     rig.run_once()
     assert rig.state(thread).status is Status.DONE
+
+
+def test_label_events_of_a_change_request_name_the_actor(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory
+) -> None:
+    kind = "pull" if platform == "github" else "mr"
+    thread = server.world.add_thread(platform, REPO, kind=kind, title="c", head_ref="fix")
+    server.world.set_labels(platform, REPO, thread.number, [PAUSED], kind=kind, actor="tracy")
+    server.world.set_labels(platform, REPO, thread.number, [], kind=kind, actor="carol")
+    key_kind = Kind.PULL if platform == "github" else Kind.MERGE_REQUEST
+    events = make_forge().control_events(TaskKey(Platform(platform), REPO, key_kind, thread.number))
+    assert [(e.kind, e.name, e.actor) for e in events] == [
+        ("labeled", PAUSED, "tracy"),
+        ("unlabeled", PAUSED, "carol"),
+    ]
