@@ -25,6 +25,7 @@ from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import build_sources
 from bot.forge.types import TaskKey
 from bot.health import check
+from bot.jail.factory import jail_problem
 from bot.llm.factory import build_llm
 from bot.metrics import Metrics
 from bot.notify import Notifier
@@ -85,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "context":
             return _context(_load(args.config, quiet=True), args.task, args.json)
         settings = _load(args.config)
+        problem = jail_problem(settings.jail)
+        if problem is not None:
+            raise problem
         return run_daemon(settings, once=args.once)
     except ConfigError as exc:
         print(f"bot: invalid configuration: {exc}", file=sys.stderr)
@@ -125,6 +129,9 @@ def _context(settings: Settings, ref: str, as_json: bool) -> int:
 
 def _check_config(path: Path) -> int:
     settings = load_settings(path)
+    problem = jail_problem(settings.jail)
+    if problem is not None:
+        raise problem
     print(yaml.safe_dump(summary(settings), sort_keys=False, allow_unicode=True), end="")
     print(f"configuration OK: {path}", file=sys.stderr)
     return EXIT_OK

@@ -3,6 +3,7 @@ snapshot for a request's diff, and the thread's comments by number."""
 
 from __future__ import annotations
 
+from bot.agent.protected import PathGuard
 from bot.agent.snapshot import Limits, snapshot
 from bot.agent.workspace import Workspace
 from bot.comments import Trust
@@ -21,7 +22,7 @@ def task_workspace(
     agent = settings.agent
     limits = Limits(max_files=agent.snapshot_max_files, max_total_bytes=agent.snapshot_max_bytes)
     root = snapshot(forge, key.repo, sha, settings.state_dir / "cache", limits)
-    return Workspace(root, changes)
+    return Workspace(root, changes, PathGuard.for_repo(agent, key.repo))
 
 
 def target_workspace(

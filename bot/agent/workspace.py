@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from bot.agent.protected import DEFAULT_GUARD, PathGuard
 from bot.agent.snapshot import COMPLETE, SKIPPED
 
 MAX_WRITE_BYTES = 1024 * 1024
@@ -30,9 +31,12 @@ class Entry:
 
 
 class Workspace:
-    def __init__(self, root: Path, changes: dict[str, str | None]) -> None:
+    def __init__(
+        self, root: Path, changes: dict[str, str | None], guard: PathGuard = DEFAULT_GUARD
+    ) -> None:
         self.root = root
         self.changes = changes  # shared with the task state: edits here are saved with it
+        self.guard = guard  # protected paths (CI definitions): every change is checked
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -111,6 +115,7 @@ class Workspace:
         rel = self.normalize(path)
         if not rel:
             raise WorkspaceError("error: a file path is required")
+        self.check_changeable(rel)
         size = len(content.encode("utf-8"))
         if size > MAX_WRITE_BYTES:
             raise WorkspaceError(
@@ -125,6 +130,12 @@ class Workspace:
             )
         self.changes[rel] = content
         return rel
+
+    def check_changeable(self, rel: str) -> None:
+        """Refuse a protected path; every write or delete of a path calls this first."""
+        refusal = self.guard.refusal(rel)
+        if refusal is not None:
+            raise WorkspaceError(refusal)
 
     def edit(self, path: str, old: str, new: str) -> str:
         rel = self.normalize(path)

@@ -21,6 +21,7 @@ import requests
 from github import Auth, Github, GithubException
 
 from bot.forge._util import LRU, TTLCache, clean_text, format_time, next_link, parse_time
+from bot.forge.archive import ArchiveHTTPError, download_redirected
 from bot.forge.errors import (
     AuthError,
     EmptyRepository,
@@ -92,6 +93,13 @@ class GitHubForge:
             lazy=True,
         )
         self._req = self._gh.requester
+        self._api = api_url.rstrip("/")
+        self._timeout = timeout
+        self._auth_headers = {
+            "Authorization": f"token {token}",
+            "Accept": "application/vnd.github+json",
+            "User-Agent": "coding-agent-bot",
+        }
         self._policy = policy or RequestPolicy(host=api_url)
         self._translate: Callable[[Exception], ForgeError] = partial(_translate, clock=wall_clock)
         self._watch_labels = tuple(watch_labels)
@@ -261,15 +269,11 @@ class GitHubForge:
         return BranchHead(sha, commit.get("message", ""))
 
     def download_archive(self, repo: str, sha: str, dest: Path) -> None:
-        remote = self._gh.get_repo(repo)  # lazy: the client is built with lazy=True
-        link = self._policy.call(
-            "archive_link", partial(remote.get_archive_link, "tarball", sha), self._translate
-        )
-        self._policy.call(
-            "archive",
-            partial(self._req.getFile, link, str(dest), chunk_size=65536),
-            self._translate,
-        )
+        # The API answers with a redirect to the archive host (codeload.github.com, or
+        # /_codeload/ on a GHES host) whose link carries its own token: ours is never sent there.
+        url = f"{self._api}/repos/{repo}/tarball/{quote(sha, safe='')}"
+        fetch = partial(download_redirected, url, self._auth_headers, dest, timeout=self._timeout)
+        self._policy.call("archive", fetch, self._translate)
 
     def commit_files(
         self, repo: str, branch: str, parent: str, message: str, changes: Sequence[FileChange]
@@ -412,6 +416,8 @@ def _summary(repo: str, item: dict[str, Any]) -> TaskSummary:
 def _translate(exc: Exception, clock: Callable[[], float] = time.time) -> ForgeError:
     if isinstance(exc, GithubException):
         return _translate_status(exc.status, exc.headers or {}, exc.data, clock)
+    if isinstance(exc, ArchiveHTTPError) and exc.status is not None:
+        return _translate_status(exc.status, exc.headers, exc.data, clock)
     if isinstance(exc, requests.exceptions.HTTPError) and exc.response is not None:
         status = exc.response.status_code
         if status == 404:

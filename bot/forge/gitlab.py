@@ -30,7 +30,9 @@ from bot.forge.errors import (
     RateLimited,
     TransientError,
 )
+from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
+from bot.forge.quick_actions import neutralise_payload
 from bot.forge.types import (
     BranchHead,
     ChangeRequest,
@@ -45,6 +47,7 @@ from bot.forge.types import (
     Thread,
     User,
 )
+from bot.log import get_logger
 
 _ACCESS = [
     (50, Permission.ADMIN),
@@ -53,6 +56,7 @@ _ACCESS = [
     (20, Permission.TRIAGE),
     (1, Permission.READ),
 ]
+log = get_logger(__name__)
 _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
 # System notes GitLab writes on assignment: "assigned to @a and @b" (with "and unassigned ...").
 _ASSIGNED = re.compile(r"^assigned to ((?:@[\w.\-]+(?:,\s*|\s+and\s+)?)+)")
@@ -73,6 +77,11 @@ class _Client(gitlab.Gitlab):
         kwargs["retry_transient_errors"] = False
         kwargs["max_retries"] = 0
         _Client._local.headers = {}
+        # Every write passes here: no note or description can carry a live quick action.
+        if "post_data" in kwargs:
+            kwargs["post_data"] = neutralise_payload(kwargs["post_data"])
+        elif len(args) > 3:
+            args = (*args[:3], neutralise_payload(args[3]), *args[4:])
         return super().http_request(*args, **kwargs)
 
     remaining: int | None = None
@@ -113,6 +122,8 @@ class GitLabForge:
         policy: RequestPolicy | None = None,
         wall_clock: Callable[[], float] = time.time,
         permission_ttl: float = 600.0,
+        archives_per_minute: int | None = 5,
+        archive_window: float = 60.0,
     ) -> None:
         session = requests.Session()
         session.hooks["response"].append(_Client.record)
@@ -120,6 +131,9 @@ class GitLabForge:
             url.rstrip("/"), private_token=token, timeout=timeout, per_page=100, session=session
         )
         self._policy = policy or RequestPolicy(host=url)
+        self._archive_pacer = WindowPacer(
+            archives_per_minute, archive_window, stop=self._policy.stop
+        )
         self._translate: Callable[[Exception], ForgeError] = partial(_translate, clock=wall_clock)
         self._wall_clock = wall_clock
         self._watch_labels = tuple(watch_labels)
@@ -344,7 +358,10 @@ class GitLabForge:
         project = self._gl.projects.get(repo, lazy=True)
 
         def fetch() -> None:
-            with open(dest, "wb") as handle:
+            # Every attempt counts against GitLab.com's archive limit, retries included.
+            with self._archive_pacer.slot() as waited, open(dest, "wb") as handle:
+                if waited:
+                    log.info("forge_archive_paced", repo=repo, waited=round(waited, 1))
                 project.repository_archive(
                     sha=sha, format="tar.gz", streamed=True, action=handle.write
                 )

@@ -565,14 +565,22 @@ def routes(server: ForgeServer) -> list[Route]:
         }
 
     def tarball_link(req: Request, m: re.Match[str]) -> Response:
+        # github.com: 302 to codeload.github.com (another host); GHES: to /_codeload/ on its
+        # own host. Either way the link carries its own short-lived token.
         repo = repo_of(m)
         commit = repo.resolve(unquote(m["ref"]))
         if commit is None:
             raise HttpError(404, "Not Found")
-        location = f"{req.base_url}/_codeload/{repo.path}/legacy.tar.gz/{commit.sha}"
+        link = f"/{repo.path}/legacy.tar.gz/{commit.sha}?token={server.archive_links.issue()}"
+        if server.archive_host == "same":
+            location = f"{req.base_url}/_codeload{link}"
+        else:
+            location = f"{server.codeload_url}{link}"
         return Response(302, None, {"Location": location})
 
-    def codeload(req: Request, m: re.Match[str]) -> Response:
+    def ghes_codeload(req: Request, m: re.Match[str]) -> Response:
+        if server.archive_host != "same":  # github.com serves archives from another host only
+            raise HttpError(404, "Not Found")
         repo = repo_of(m)
         commit = repo.resolve(m["sha"])
         if commit is None:
@@ -735,7 +743,7 @@ def routes(server: ForgeServer) -> list[Route]:
         (
             "GET",
             r"/_codeload/(?P<owner>[^/]+)/(?P<name>[^/]+)/legacy\.tar\.gz/(?P<sha>[0-9a-f]+)",
-            codeload,
+            ghes_codeload,
         ),
         ("GET", REPO + r"/git/ref/heads/(?P<branch>.+)", get_ref),
         ("GET", REPO + r"/git/commits/(?P<sha>[0-9a-f]+)", get_commit),
@@ -768,3 +776,18 @@ def _refuse_protected(repo: SRepo, branch: str) -> None:
     # (https://docs.github.com/en/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches).
     if repo.is_protected(branch):
         raise HttpError(422, f"Protected branch update failed for refs/heads/{branch}.")
+
+
+def codeload_routes(server: ForgeServer) -> list[Route]:
+    """The archive host github.com redirects to: `/{owner}/{name}/legacy.tar.gz/{sha}`."""
+    world = server.world
+
+    def codeload(req: Request, m: re.Match[str]) -> Response:
+        repo = world.repos.get(("github", f"{m['owner']}/{m['name']}"))
+        commit = repo.resolve(m["sha"]) if repo is not None else None
+        if repo is None or commit is None:
+            raise HttpError(404, "Not Found")
+        return archive_response(repo, commit, f"{repo.path.replace('/', '-')}-{commit.sha[:7]}")
+
+    pattern = r"/(?P<owner>[^/]+)/(?P<name>[^/]+)/legacy\.tar\.gz/(?P<sha>[0-9a-f]+)"
+    return [Route("GET", re.compile(pattern), codeload)]

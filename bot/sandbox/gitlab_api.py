@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from bot.sandbox import gitlab_quick_actions as quick_actions
 from bot.sandbox.forge_server import (
     Handler,
     HttpError,
@@ -72,6 +73,7 @@ def thread_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
         "assignees": [user_json(base, a) for a in thread.assignees],
         "assignee": user_json(base, thread.assignees[0]) if thread.assignees else None,
         "user_notes_count": sum(1 for c in thread.comments if not c.system),
+        "discussion_locked": thread.locked,
         "web_url": f"{base}/{repo.path}/-/{section}/{thread.number}",
     }
     if thread.kind == "mr":
@@ -192,6 +194,9 @@ def routes(server: ForgeServer) -> list[Route]:
         assert req.user is not None
         kept = [x for x in labels if x not in removed]
         world.set_labels("gitlab", repo.path, thread.number, kept, thread.kind, req.user.login)
+        if isinstance(body.get("description"), str):
+            done = quick_actions.run(world, repo, thread, req.user, body["description"])
+            thread.body = done.text
         return Response(body=thread_json(req.base_url, repo, thread))
 
     def label_events(req: Request, m: re.Match[str]) -> Response:
@@ -238,8 +243,12 @@ def routes(server: ForgeServer) -> list[Route]:
         if not isinstance(body, str) or not body:
             raise HttpError(400, "body is missing")
         assert req.user is not None
+        head = (req.body or {}).get("merge_request_diff_head_sha")
+        done = quick_actions.run(world, repo, thread, req.user, body, head)
+        if done.commands_only:
+            return _commands_only(done)
         note = world.add_comment(
-            "gitlab", repo.path, thread.number, body, author=req.user.login, kind=thread.kind
+            "gitlab", repo.path, thread.number, done.text, author=req.user.login, kind=thread.kind
         )
         return Response(201, note_json(req.base_url, thread, note))
 
@@ -254,7 +263,11 @@ def routes(server: ForgeServer) -> list[Route]:
             raise HttpError(400, "body is missing")
         if req.user is None or req.user.login != note.author.login:
             raise HttpError(403, "403 Forbidden")
-        world.edit_comment(note.id, body)
+        done = quick_actions.run(world, repo, thread, req.user, body)  # edits run them too
+        if done.commands_only:
+            thread.comments.remove(note)  # Notes::UpdateService deletes a commands-only note
+            return _commands_only(done)
+        world.edit_comment(note.id, done.text)
         return Response(body=note_json(req.base_url, thread, note))
 
     def member(req: Request, m: re.Match[str]) -> Response:
@@ -276,6 +289,10 @@ def routes(server: ForgeServer) -> list[Route]:
 
     def archive(req: Request, m: re.Match[str]) -> Response:
         repo = project_of(m)
+        if req.user is not None and not server.take_gitlab_archive(req.user.login):
+            # GitLab.com: 5 archive requests a minute per user; the application rate limiter
+            # answers 429 with this body and no Retry-After (gitlab-org/gitlab!25750, !30668).
+            raise HttpError(429, "This endpoint has been requested too many times. Try later.")
         commit = repo.resolve(req.query.get("sha") or repo.default_branch)
         if commit is None:
             raise HttpError(404, "404 Commit Not Found")
@@ -360,6 +377,7 @@ def routes(server: ForgeServer) -> list[Route]:
         assert req.user is not None
         change = SChangeRequest(title, str(body.get("description") or ""), source, target, draft)
         thread = world.open_change_request("gitlab", repo.path, req.user.login, change)
+        thread.body = quick_actions.run(world, repo, thread, req.user, thread.body).text
         return Response(201, thread_json(req.base_url, repo, thread))
 
     thread = PROJECT + r"/(?P<section>issues|merge_requests)/(?P<iid>\d+)"
@@ -396,6 +414,13 @@ def routes(server: ForgeServer) -> list[Route]:
         Route(method, re.compile(pattern), guarded(method, handler))
         for method, pattern, handler in table
     ]
+
+
+def _commands_only(done: quick_actions.Outcome) -> Response:
+    """A note of nothing but commands is not saved (lib/api/helpers/notes_helpers.rb)."""
+    if not done.summary:
+        raise HttpError(400, "Commands did not apply")
+    return Response(202, {"commands_changes": done.changes, "summary": done.summary})
 
 
 def _access(role: str) -> int:

@@ -87,6 +87,8 @@ class SThread:
     head_sha: str = ""
     change: SChangeRequest | None = None  # set when the bot opened it
     events: list[SEvent] = field(default_factory=list)
+    locked: bool = False  # GitLab `discussion_locked` (the /lock quick action)
+    approved_by: list[str] = field(default_factory=list)  # GitLab approvals (/approve)
 
 
 def tree_sha(files: Mapping[str, bytes]) -> str:
@@ -284,6 +286,11 @@ class World:
 
     def _event(self, thread: SThread, kind: str, name: str, actor: SUser, at: datetime) -> None:
         thread.events.append(SEvent(self.next_id(), kind, name, actor, at))
+
+    def record_event(self, thread: SThread, kind: str, name: str, actor: SUser) -> None:
+        """For changes made outside `set_labels`/`assign` (GitLab quick actions)."""
+        with self.lock:
+            self._event(thread, kind, name, actor, thread.updated_at)
 
     def _next_number(self, repo: SRepo, kind: str) -> int:
         # GitHub issues and pull requests share one sequence; GitLab keeps one per kind.
