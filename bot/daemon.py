@@ -100,6 +100,7 @@ class Daemon:
         self._workers: list[_Worker] = []
         # Platforms whose token was rejected in the current cycle: logged once per cycle.
         self._auth_failed: set[str] = set()
+        self._rejected: dict[str, str] = {}  # platform -> error, until a poll succeeds again
         self.auth_error: str | None = None  # the last rejection, for `bot run --once`
         self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
 
@@ -180,6 +181,10 @@ class Daemon:
         except Exception as exc:
             self._record_poll(worker, saved, ok=False, error=f"{type(exc).__name__}: {exc}")
             raise  # the job queue's error handler logs it with its traceback
+        with self._guard:
+            self._rejected.pop(platform.value, None)  # the token works again
+            rejected = "; ".join(self._rejected.values()) or None
+        self.heartbeat.auth_failed(rejected, write=False)  # written with the poll below
         failed = ", ".join(result.failed_repos)
         self._record_poll(
             worker, saved, ok=not failed, error=f"failed: {failed}" if failed else None
@@ -256,11 +261,13 @@ class Daemon:
         with self._guard:
             first = platform not in self._auth_failed
             self._auth_failed.add(platform)
+            self._rejected[platform] = f"{platform}: {exc}"
             self.auth_error = str(exc)
+            rejected = "; ".join(self._rejected.values())
         if first:
             extra = {"task": task} if task else {}
             log.error("forge_auth_failed", platform=platform, error=str(exc), **extra)
-            self.heartbeat.auth_failed(str(exc))
+            self.heartbeat.auth_failed(rejected)
 
     def _drain(self) -> None:
         while True:

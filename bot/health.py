@@ -23,7 +23,7 @@ class Heartbeat:
     failing_since: float | None = None  # first failed poll of the current failure streak
     last_error: str | None = None
     running_tasks: int = 0
-    auth_error: str | None = None  # the forge rejected the token (401); cleared by a good poll
+    auth_error: str | None = None  # a forge rejected the token (401); the daemon clears it
 
 
 class HeartbeatWriter:
@@ -39,16 +39,17 @@ class HeartbeatWriter:
         self.beat.running_tasks = running
         if ok:
             self.beat.failing_since, self.beat.last_error = None, None
-            self.beat.auth_error = None
         else:
             self.beat.failing_since = self.beat.failing_since or now
             self.beat.last_error = error
         self.write()
 
-    def auth_failed(self, error: str) -> None:
-        """The token was rejected: unhealthy at once, whatever the poll history says."""
+    def auth_failed(self, error: str | None, write: bool = True) -> None:
+        """A token was rejected (unhealthy at once, whatever the poll history says), or, with
+        None, every source accepts its token again."""
         self.beat.auth_error = error
-        self.write()
+        if write:
+            self.write()
 
     def write(self) -> None:
         self.beat.at = self.clock()

@@ -247,3 +247,23 @@ def test_run_once_exits_1_when_the_token_is_rejected_mid_run(
     health = run_bot(config, "healthcheck")
     assert health.returncode == 1 and "rejected the token" in health.stdout
     assert "coding agent processing" in thread.labels
+
+
+@pytest.mark.parametrize("platform", ["github"])  # one source refused, the other one fine
+def test_one_rejected_source_keeps_the_daemon_unhealthy(rig: Rig) -> None:
+    rig.forge.add_fault(
+        Fault(
+            status=401,
+            platform="github",
+            path=r"/issues$",
+            times=10**6,
+            body={"message": "Bad credentials"},
+        )
+    )
+    daemon = rig.daemon()
+    try:
+        daemon.run_once()
+    finally:
+        daemon.close()
+    healthy, reason = check(rig.state_dir, 5, 3, datetime.now(UTC).timestamp())
+    assert not healthy and "github" in reason  # the GitLab poll after it did not hide it
