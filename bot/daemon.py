@@ -196,6 +196,7 @@ class Daemon:
             self.settings.labels,
             platform,
             partial(self._handed_back, worker),
+            bot_login=worker.runner.deps.identity.login,
         )
         for job in jobs:
             self._submit(worker, job)

@@ -147,3 +147,19 @@ def test_label_events_of_a_change_request_name_the_actor(
         ("labeled", PAUSED, "tracy"),
         ("unlabeled", PAUSED, "carol"),
     ]
+
+
+def test_assigning_the_bot_starts_a_task_only_from_a_writer(rig: Rig) -> None:
+    _triage(rig.forge, rig.platform)
+    world = rig.forge.world
+    rig.model.policy = lambda req: {"tool_calls": [("finish", {"summary": "Done."})]}
+    by_writer = rig.issue(labels=[], title="by writer", author="bob")
+    world.assign(rig.platform, REPO, by_writer.number, "coding-bot", actor="alice")
+    by_triage = rig.issue(labels=[], title="by triage", author="bob")
+    world.assign(rig.platform, REPO, by_triage.number, "coding-bot", actor="tracy")
+    rig.run_once()
+    rig.run_once()
+    assert rig.state(by_writer).status is Status.DONE
+    assert StateStore(rig.state_dir).load(rig.key(by_triage)) is None
+    assert len(_notices(rig, by_triage)) == 1
+    assert len(rig.model.requests) == 1
