@@ -91,7 +91,8 @@ class OpenAIClient:
 
     def _create(self, client: Any, kwargs: dict[str, Any]) -> Any:
         """The SDK call, on its own thread when a stop event is given, so that stopping does
-        not wait for the model: the call is abandoned and its HTTP connections closed."""
+        not wait for the model: the caller returns at once and the call is abandoned (a
+        daemon thread; its connection goes away with the process, which is stopping)."""
         if self._stop is None:
             return client.chat.completions.create(**kwargs)
         if self._stop.is_set():
@@ -117,8 +118,9 @@ class OpenAIClient:
         return outcome["response"]
 
     def _abandon(self, client: Any) -> None:
-        # Closing the SDK's HTTP client closes its connections: the server sees the request
-        # go away. A later call (after a restart of work) builds a new client.
+        # Closing the SDK's client drops its idle connections and keeps later calls off it (a
+        # new client is built if work starts again). A read blocked in the abandoned thread
+        # is not interrupted by that; it ends with the process or the request's timeout.
         with self._lock:
             if self._client is client:
                 self._client = None
