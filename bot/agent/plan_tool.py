@@ -46,7 +46,8 @@ def plan_tool(forge: Forge, key: TaskKey, poster: Poster, state: Callable[[], Ta
             # Editing is idempotent: repeating it after a crash changes nothing.
             seq = task.progress_seq or 0
             try:
-                forge.edit_comment(key, task.progress_comment_id, f"{body}\n\n{marker(key, seq)}")
+                text = f"{poster.withhold(body)}\n\n{marker(key, seq)}"
+                forge.edit_comment(key, task.progress_comment_id, text)
             except NotFound:
                 # Someone deleted it: post it anew (replaying the edit would fail forever).
                 log.info("progress_comment_reposted", deleted=task.progress_comment_id)
