@@ -301,6 +301,7 @@ class World:
         labels: list[str] | None = None,
         assignees: list[str] | None = None,
         head_ref: str = "feature",
+        labelled_by: str | None = None,
     ) -> SThread:
         with self.lock:
             repo = self.repo(platform, path)
@@ -324,17 +325,25 @@ class World:
                 repo.branches.setdefault(head_ref, repo.branches[repo.default_branch])
                 thread.head_sha = repo.branch_sha(head_ref)
             repo.threads[(kind, number)] = thread
-            for label in thread.labels:  # the author labelled and assigned it when filing
-                self._event(thread, "labeled", label, thread.author, now)
+            # Labels and assignees need triage (GitHub) / Reporter (GitLab) rights: the author
+            # set them when filing if allowed to, else the labels were set by the repository's
+            # owner (a thread filed by a reader gets them from someone who triages).
+            who = self.user(labelled_by) if labelled_by else self._triager(repo, thread.author)
+            for label in thread.labels:
+                self._event(thread, "labeled", label, who, now)
             for assignee in thread.assignees:
-                self._event(thread, "assigned", assignee.login, thread.author, now)
+                self._event(thread, "assigned", assignee.login, who, now)
                 if platform == "gitlab":
-                    note = SComment(
-                        self.next_id(), thread.author, f"assigned to @{assignee.login}", now, now
-                    )
+                    note = SComment(self.next_id(), who, f"assigned to @{assignee.login}", now, now)
                     note.system = True
                     thread.comments.append(note)
             return thread
+
+    @staticmethod
+    def _triager(repo: SRepo, author: SUser) -> SUser:
+        role = repo.roles.get(author.login, "none")
+        allowed = role in ROLES and ROLES.index(role) >= ROLES.index("triage")
+        return author if allowed else repo.owner
 
     def _event(self, thread: SThread, kind: str, name: str, actor: SUser, at: datetime) -> None:
         thread.events.append(SEvent(self.next_id(), kind, name, actor, at))
