@@ -19,7 +19,7 @@ from typing import NoReturn
 
 import structlog
 
-from bot.agent import failures
+from bot.agent.failures import settle
 from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
 from bot.agent.instructions import author_trusted, repository_instructions
 from bot.agent.pinning import pin
@@ -114,7 +114,7 @@ class TaskRunner:
                     log.info("task_interrupted", reason="stopping", error=str(exc))
                     return Outcome.INTERRUPTED
                 base = self.deps.settings.agent.retry_backoff_seconds
-                failed = failures.settle(
+                failed = settle(
                     exc, run.state, run.save, lambda text: run.end(Status.FAILED, text), base
                 )
                 return Outcome.FAILED if failed else Outcome.INTERRUPTED
