@@ -416,7 +416,10 @@ class GitHubForge:
                     {"sha": sha, "force": False},
                 )
         except ForgeError as exc:
-            if exc.status == 422:  # not a fast forward, or created meanwhile
+            # Not a fast forward, or created meanwhile. A protected branch or a ruleset also
+            # answers 422, but retrying cannot help there: that one stays a refusal.
+            refused = any(word in str(exc).lower() for word in ("protected", "rule"))
+            if exc.status == 422 and not refused:
                 raise BranchMoved(f"{branch} moved while committing: {exc}", 422) from exc
             raise
         return sha
