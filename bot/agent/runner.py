@@ -19,6 +19,7 @@ from typing import NoReturn
 
 import structlog
 
+from bot.agent.failures import settle
 from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
 from bot.agent.instructions import author_trusted, repository_instructions
 from bot.agent.pinning import pin
@@ -42,12 +43,21 @@ from bot.context.engine import initial_context, opening_budget
 from bot.context.tokens import TokenCounter
 from bot.context.window import WindowTooSmall, fit
 from bot.controls import Decision, decide, split_commands
+from bot.controls_trust import Gate
 from bot.forge._util import format_time
 from bot.forge.base import Forge
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.types import TaskKey, Thread
 from bot.labels import sync_labels
-from bot.llm.base import LLMClient, LLMError, LLMFatal, LLMReply, Message, ToolCall
+from bot.llm.base import (
+    LLMCancelled,
+    LLMClient,
+    LLMError,
+    LLMFatal,
+    LLMReply,
+    Message,
+    ToolCall,
+)
 from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.posting import Poster
@@ -65,6 +75,7 @@ class Outcome(StrEnum):
     PAUSED = "paused"
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"  # daemon stopping or a transient fault: resumes later
+    IGNORED = "ignored"  # started by someone who may not control the bot: nothing done
 
 
 class _Halt(Exception):
@@ -93,13 +104,20 @@ class TaskRunner:
             self.deps.store.task_lock(key),
             structlog.contextvars.bound_contextvars(task=str(key), repo=key.repo),
         ):
+            run = _Run(self.deps, key)
             try:
-                outcome = _Run(self.deps, key).execute(fresh)
+                outcome = run.execute(fresh)
             except AuthError:
                 raise
             except ForgeError as exc:
-                log.warning("task_interrupted", reason="forge", error=str(exc), status=exc.status)
-                return Outcome.INTERRUPTED
+                if self.deps.stop.is_set():  # the daemon is stopping: not the task's fault
+                    log.info("task_interrupted", reason="stopping", error=str(exc))
+                    return Outcome.INTERRUPTED
+                base = self.deps.settings.agent.retry_backoff_seconds
+                failed = settle(
+                    exc, run.state, run.save, lambda text: run.end(Status.FAILED, text), base
+                )
+                return Outcome.FAILED if failed else Outcome.INTERRUPTED
             except OSError as exc:
                 # Disk full or read-only state dir: the previous state file is intact (atomic
                 # writes), and the task resumes from it once the disk is usable again.
@@ -136,6 +154,7 @@ class _Run:
             shorten=lambda text: truncate(text, cap, deps.counter),
         )
         self.poster = Poster(self.forge, key, deps.identity.login, self.store, self.state)
+        self.gate = Gate(self.forge, key, deps.identity.login, trust, self.settings.labels)
         self.thread: Thread | None = None
         self.window_cap = WindowCap()  # lowered when the endpoint refuses a request as too long
         self._workspace: Workspace | None = None
@@ -179,6 +198,10 @@ class _Run:
 
     def execute(self, fresh: bool) -> Outcome:
         loaded = self.store.load(self.key)
+        if loaded is None or not loaded.initialized or (fresh and loaded.status.terminal):
+            start = self.forge.get_thread(self.key)
+            if not self.gate.start_allowed(start.labels, start.assignees):
+                return Outcome.IGNORED
         if loaded is not None and not (fresh and loaded.status.terminal):
             self._adopt(loaded)
             self.detector.restore_state({"seen": loaded.seen, "since": loaded.comments_since})
@@ -217,6 +240,12 @@ class _Run:
         self.state = state
         self.poster.state = state
         self._workspace = None
+
+    def save(self) -> None:
+        self._save()
+
+    def end(self, status: Status, comment: str) -> None:
+        self._end(status, comment)
 
     def _save(self) -> None:
         detector = self.detector.get_state()
@@ -328,7 +357,8 @@ class _Run:
             self._save()
             raise _Halt(Outcome.INTERRUPTED)
         fresh = self.detector.check_for_new_comments()
-        self.labels = self.forge.get_thread(self.key).labels
+        labels = self.forge.get_thread(self.key).labels
+        self.labels = self.gate.filter(labels, self.state.status, self.state.labels_applied)
         split = split_commands(fresh)
         talk, commands, controls = split.talk, split.commands, split.pure
         if controls:
@@ -458,6 +488,10 @@ class _Run:
                 lambda limit: fit(messages, limit, self.deps.counter, tools_tokens, pinned),
                 self.window_cap,
             )
+        except LLMCancelled:
+            self._save()  # stopping: the turn is redone after the restart
+            log.info("model_call_cancelled", step=self.state.step)
+            raise _Halt(Outcome.INTERRUPTED) from None
         except StillTooLong as exc:
             self._fail(str(exc))
         except LLMFatal as exc:
@@ -471,6 +505,7 @@ class _Run:
         self.deps.metrics.llm_tokens.labels("completion").inc(reply.completion_tokens)
         self.state.step += 1
         self.state.llm_failures = 0
+        self.state.forge_failures = 0  # progress: earlier forge errors were passing
         self.conversation.append({**reply.message(), "kind": "reply", "step": self.state.step})
         self._save()
         log.info(
@@ -562,9 +597,8 @@ class _Run:
             self._fail(str(exc))
         comment = answer
         if published is not None and published.request_url:
-            comment += (
-                f"\n\nDraft change request: {published.request_url} (branch `{published.branch}`)."
-            )
+            kind = "Draft change request" if published.draft else "Change request"
+            comment += f"\n\n{kind}: {published.request_url} (branch `{published.branch}`)."
         elif published is not None:
             comment += f"\n\nPushed commit {published.commit[:12]} to `{published.branch}`."
         self._end(Status.DONE, comment)
