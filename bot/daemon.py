@@ -23,13 +23,13 @@ from bot.discovery import discover
 from bot.dispatch import Job, plan_jobs
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import Source
-from bot.forge.types import TaskKey
+from bot.forge.types import TaskKey, TaskSummary
 from bot.health import HeartbeatWriter
 from bot.llm.base import LLMClient
 from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.notify import Notifier
-from bot.state import DaemonLock, StateStore, Status, TaskBusy, TaskState
+from bot.state import DaemonLock, StateError, StateStore, Status, TaskBusy, TaskState
 from bot.task_index import TaskIndex
 
 log = get_logger(__name__)
@@ -98,6 +98,7 @@ class Daemon:
         self.index = TaskIndex(self.store)  # a poll reads only the task files that changed
         self._lock = DaemonLock(settings.state_dir)
         self._pool = ThreadPoolExecutor(settings.max_concurrent_tasks, thread_name_prefix="task")
+        self._checks = ThreadPoolExecutor(1, thread_name_prefix="thread-check")  # webhooks
         self._in_flight: dict[str, Future[Outcome]] = {}
         self._guard = threading.Lock()
         self._workers: list[_Worker] = []
@@ -162,6 +163,7 @@ class Daemon:
         return f"{len(self.in_flight())} tasks running; last poll {self._last_poll}"
 
     def close(self) -> None:
+        self._checks.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True)
         self._lock.release()
 
@@ -204,6 +206,59 @@ class Daemon:
         )
         for job in jobs:
             self._submit(worker, job)
+
+    def request_check(self, key: TaskKey) -> None:
+        """Queue `check_thread` (called from the webhook listener: answer fast, work later)."""
+        if not self.stop.is_set():
+            self._checks.submit(self.check_thread, key)
+
+    def check_thread(self, key: TaskKey) -> bool:
+        """One thread, now (a webhook named it): the same plan as a poll, for this key only.
+
+        False when no configured source watches the thread's repository. Errors are logged;
+        the next poll sweeps whatever this missed.
+        """
+        worker = self._worker_for(key)
+        if worker is None or self.stop.is_set():
+            return False
+        try:
+            thread = worker.source.forge.get_thread(key)
+        except ForgeError as exc:
+            log.warning("thread_check_failed", task=str(key), error=str(exc))
+            return True
+        summary = TaskSummary(
+            key,
+            thread.title,
+            thread.labels,
+            thread.assignees,
+            thread.updated_at,
+            is_open=thread.state in ("open", "opened"),
+        )
+        try:
+            saved = self.store.load(key)
+        except StateError as exc:
+            log.error("state_unreadable", task=str(key), error=str(exc))
+            return True
+        jobs = plan_jobs(
+            [summary],
+            self.store,
+            [saved] if saved is not None else [],
+            self.settings.labels,
+            key.platform,
+            partial(self._handed_back, worker),
+            bot_login=worker.runner.deps.identity.login,
+        )
+        log.info("thread_checked", task=str(key), jobs=len(jobs))
+        for job in jobs:
+            self._submit(worker, job)
+        return True
+
+    def _worker_for(self, key: TaskKey) -> _Worker | None:
+        for worker in self._workers:
+            watched = {repo.lower() for repo in worker.source.repos}
+            if worker.source.forge.platform is key.platform and key.repo.lower() in watched:
+                return worker
+        return None
 
     def _handed_back(self, worker: _Worker, key: TaskKey, state: TaskState) -> bool:
         deps = worker.runner.deps

@@ -332,6 +332,13 @@ class World:
         self.users: dict[str, SUser] = {}
         self.repos: dict[tuple[str, str], SRepo] = {}
         self._ids = itertools.count(1001)
+        # Called (under the world lock) after a person or the bot changed a thread: the webhook
+        # sender turns these into deliveries. (platform, repo path, thread, what, actor login)
+        self.listeners: list[Callable[[str, str, SThread, str, str], None]] = []
+
+    def _changed(self, platform: str, path: str, thread: SThread, what: str, actor: str) -> None:
+        for listener in self.listeners:
+            listener(platform, path, thread, what, actor)
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -467,6 +474,8 @@ class World:
             comment = SComment(self.next_id(), self.user(author), body, now, now, system, review)
             thread.comments.append(comment)
             thread.updated_at = now
+            if not system:
+                self._changed(platform, path, thread, "comment", author)
             return comment
 
     def add_review_comment(
@@ -607,6 +616,8 @@ class World:
             for label in before:
                 if label not in after:
                     self._event(thread, "unlabeled", label, who, thread.updated_at)
+            if before != after:
+                self._changed(platform, path, thread, "labels", actor)
 
     def assign(
         self,
@@ -626,6 +637,7 @@ class World:
                 thread.assignees.append(user)
             thread.updated_at = self.clock()
             self._event(thread, "assigned", login, who, thread.updated_at)
+            self._changed(platform, path, thread, "assigned", actor)
             if platform == "gitlab":
                 self.add_comment(
                     platform,
@@ -644,6 +656,7 @@ class World:
             thread = self.thread(platform, path, number, kind)
             thread.state = state
             thread.updated_at = self.clock()
+            self._changed(platform, path, thread, "state", thread.author.login)
 
     def push(
         self,
