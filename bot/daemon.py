@@ -98,6 +98,7 @@ class Daemon:
         self._in_flight: dict[str, Future[Outcome]] = {}
         self._guard = threading.Lock()
         self._workers: list[_Worker] = []
+        self._left_alone: set[str] = set()  # tasks of unconfigured repositories, logged once
         self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -181,6 +182,8 @@ class Daemon:
             self.settings.labels,
             platform,
             partial(self._handed_back, worker),
+            repos=worker.source.repos,
+            noted=self._left_alone,
         )
         for job in jobs:
             self._submit(worker, job)

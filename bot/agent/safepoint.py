@@ -90,10 +90,10 @@ class SafePoint:
         if self.stop.is_set():
             self.lifecycle.save()
             return Check(halt=Outcome.INTERRUPTED)
-        fresh = self.detector.check_for_new_comments()
-        thread = self.read_thread()
+        thread = self.read_thread()  # first: a deleted thread has no comments to list
         if thread.halt is not None:
             return thread
+        fresh = self.detector.check_for_new_comments()
         split = split_commands(fresh, obeyed=self.detector.obeyed)
         self._record_commands(split.pure, split.obeyed, [str(c) for c in split.commands])
         decision = decide(self.lifecycle.labels, split.commands, self.label_settings)

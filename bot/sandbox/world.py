@@ -118,6 +118,7 @@ class SRepo:
     trees: dict[str, dict[str, bytes]] = field(default_factory=dict)  # GitHub git data API
     threads: dict[tuple[str, int], SThread] = field(default_factory=dict)
     roles: dict[str, str] = field(default_factory=dict)  # login -> role
+    deleted: set[tuple[str, int]] = field(default_factory=set)  # (kind, number) of threads
     created_at: datetime = field(default_factory=utcnow)
     archive_override: bytes | None = None  # hostile-archive tests serve crafted tarballs
 
@@ -282,6 +283,22 @@ class World:
                         thread.updated_at = comment.updated_at
                         return comment
             raise KeyError(comment_id)
+
+    def delete_comment(self, comment_id: int) -> None:
+        with self.lock:
+            for thread in self.all_threads():
+                kept = [c for c in thread.comments if c.id != comment_id]
+                if len(kept) != len(thread.comments):
+                    thread.comments = kept
+                    return
+            raise KeyError(comment_id)
+
+    def delete_thread(self, platform: str, path: str, number: int, kind: str) -> None:
+        """An admin deletes the thread: it is gone from every listing and every route."""
+        with self.lock:
+            repo = self.repo(platform, path)
+            del repo.threads[(kind, number)]
+            repo.deleted.add((kind, number))
 
     def set_labels(
         self, platform: str, path: str, number: int, labels: list[str], kind: str | None = None
