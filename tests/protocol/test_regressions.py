@@ -13,7 +13,7 @@ from bot.sandbox.llm_server import count_tool_results
 from bot.sandbox.world import StepClock
 from bot.state import Status
 from tests.conftest import REPO
-from tests.rig import Rig
+from tests.rig import Rig, comment_id
 
 DONE, PROCESSING, PAUSED = "coding agent done", "coding agent processing", "coding agent paused"
 STOPPED = "coding agent stopped"
@@ -237,3 +237,57 @@ def test_task_of_a_repository_no_longer_configured_is_left_alone(rig: Rig) -> No
     assert thread_requests(rig, thread, before) == []
     assert len(rig.model.requests) == 1
     assert rig.state(thread).status is Status.RUNNING
+
+
+# -- counterexamples the state machine shrank to (against the code before the fix) ------------
+
+
+def _cut_first_turn(rig: Rig) -> Any:
+    """Start a task and stop the daemon during its first model call (a cut turn)."""
+    thread = rig.issue()
+
+    def policy(req: dict[str, Any]) -> dict[str, Any]:
+        if len(rig.model.requests) == 1:
+            rig.stop.set()
+            return notes("note-idle")
+        return finish()
+
+    rig.model.policy = policy
+    rig.run_once()
+    rig.stop.clear()
+    return thread
+
+
+def test_untrusted_command_then_writers_pause_keeps_the_untrusted_text(
+    rig: Rig, clock: str
+) -> None:
+    """Machine: poll (cut), `/bot pause` by bob (read access), `/bot pause` by alice, poll."""
+    thread = _cut_first_turn(rig)
+    bob = rig.comment(thread, "/bot pause", author="bob")
+    rig.comment(thread, "/bot pause")
+    rig.run_once()
+    state = rig.state(thread)
+    assert state.status is Status.PAUSED
+    bob_id = comment_id(rig.platform, bob)
+    assert bob_id not in state.seen and bob_id not in rig.delivered_ids(thread)
+    assert state.comments_since is not None
+    rig.comment(thread, "/bot resume")
+    rig.run_once()
+    assert rig.delivered_ids(thread).count(bob_id) == 1
+    assert "> /bot pause" in rig.model.seen_text()  # bob's text, quoted as untrusted data
+
+
+def test_close_during_the_first_model_call_posts_nothing(rig: Rig, clock: str) -> None:
+    """Machine: `/bot pause` by alice before the task started (history), then a close while
+    the model thinks: the reply's note must not be posted on the closed thread."""
+    thread = rig.issue()
+    rig.comment(thread, "/bot pause")
+
+    def policy(req: dict[str, Any]) -> dict[str, Any]:
+        rig.forge.world.set_state(rig.platform, REPO, thread.number, "closed", kind="issue")
+        return notes("note-1")
+
+    rig.model.policy = policy
+    rig.run_once()
+    assert bot_notes(rig, thread) == []
+    assert rig.state(thread).reason == "closed"
