@@ -8,7 +8,7 @@ When no turn is scripted, the model's call ends the process mid-turn (the stop e
 SIGTERM would), leaving a cut turn with a pending tool call for the next poll or restart.
 
 After every rule, from the forge and the state dir:
-- no comment version is delivered twice in one run;
+- no comment version is delivered twice in one run, and delivered talk reached the model;
 - the fetch cursor never passes a version that is neither delivered nor deliberately skipped;
 - a task that reached `done` settled every human comment version on the thread;
 - no note was posted while a writer's pause or stop, or a close, was in force;
@@ -289,6 +289,19 @@ class Protocol(RuleBasedStateMachine):
                 (ref["id"], ref["updated_at"]) for e in entries for ref in e.get("comments") or []
             ]
             assert len(refs) == len(set(refs)), f"delivered twice: {refs}"
+
+    @invariant()
+    def delivered_talk_reached_the_model(self) -> None:
+        """A delivered batch followed by a model reply was in that call's messages."""
+        if self.thread is None:
+            return
+        shown = self.model.seen_text()
+        for entries in self._runs():
+            for n, entry in enumerate(entries):
+                if entry.get("kind") != "comments":
+                    continue
+                answered = any(e.get("role") == "assistant" for e in entries[n + 1 :])
+                assert not answered or str(entry["content"]) in shown, entry["content"]
 
     @invariant()
     def cursor_never_passes_an_unsettled_version(self) -> None:
