@@ -194,10 +194,17 @@ class Protocol(RuleBasedStateMachine):
         if LABELS.trigger not in self.thread.labels:
             self.rig.set_labels(self.thread, [*self.thread.labels, LABELS.trigger])
 
-    @rule(notes=st.integers(0, 3), end=st.sampled_from(["none", "finish", "answer"]))
-    def model_turn(self, notes: int, end: str) -> None:
+    @rule(
+        tools=st.lists(st.sampled_from(["note", "write"]), max_size=3),
+        end=st.sampled_from(["none", "finish", "answer"]),
+    )
+    def model_turn(self, tools: list[str], end: str) -> None:
+        """The model's next reply: zero to three tool calls, then maybe the final answer."""
         calls: list[tuple[str, Any]] = [
-            ("post_comment", {"body": f"note-{self._next()}"}) for _ in range(notes)
+            ("post_comment", {"body": f"note-{self._next()}"})
+            if tool == "note"
+            else ("write_file", {"path": "src/app.py", "content": f"print({self._next()})\n"})
+            for tool in tools
         ]
         if end == "finish":
             calls.append(("finish", {"summary": f"final-{self._next()}"}))
@@ -324,6 +331,13 @@ class Protocol(RuleBasedStateMachine):
             if comment.author.login == "coding-bot" and comment.body.startswith("note-"):
                 mode = _mode_at(self.controls, comment.id)
                 assert mode == "run", f"{comment.body.split()[0]} posted while {mode}"
+
+    @invariant()
+    def nothing_published_while_paused_stopped_or_closed(self) -> None:
+        for request in self.server.world.all_threads():
+            if request.change is not None:  # a pull/merge request the bot opened
+                mode = _mode_at(self.controls, request.id)
+                assert mode == "run", f"change request opened while {mode}"
 
     @invariant()
     def no_bot_comment_twice(self) -> None:
