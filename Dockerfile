@@ -1,6 +1,9 @@
 # coding-agent-bot: the daemon in a small image. Build: docker build -t coding-agent-bot .
 # Run:   docker run -d --init -v bot-data:/data -v $PWD/config.yaml:/config/config.yaml:ro \
 #          -e GITHUB_TOKEN=... coding-agent-bot
+# With `jail.enabled: true` the container must allow user namespaces and mounts inside them
+# (README, "Running commands"): e.g. --security-opt seccomp=unconfined --security-opt
+# apparmor=unconfined, or a seccomp profile that permits unshare, clone3 and mount.
 FROM python:3.11.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -11,7 +14,7 @@ RUN sh scripts/install-venv /opt/venv .
 
 FROM python:3.11.11-slim-bookworm
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends tini \
+    && apt-get install -y --no-install-recommends tini bubblewrap \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 bot \
     && useradd --system --uid 10001 --gid bot --home-dir /data --shell /usr/sbin/nologin bot \

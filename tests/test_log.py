@@ -63,6 +63,8 @@ def test_token_shapes_redacted_even_when_unknown(stream: io.StringIO) -> None:
     )
     output = stream.getvalue()
     assert "glpat-abc" not in output and "sk-abcdef" not in output
+    (event,) = lines(stream)  # logged, with the values replaced (not dropped)
+    assert log.REDACTED in event["gl"] and log.REDACTED in event["oai"]
 
 
 def test_tracebacks_have_no_local_variables(stream: io.StringIO) -> None:

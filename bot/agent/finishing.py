@@ -22,6 +22,7 @@ def finish(
 ) -> Outcome:
     """Branch, commit and draft request first (each looked up before it is made), then the
     final comment carrying the answer and where the work went; status done, labels last."""
+    answer = lifecycle.poster.withhold(answer)  # it goes into the request and commit too
     lifecycle.state.final_answer = answer
     published = publish(forge, thread, lifecycle.state, workspace, settings, lifecycle.save, answer)
     lifecycle.end(Status.DONE, answer + where(published))

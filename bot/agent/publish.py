@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot.agent.protected import PathGuard
 from bot.agent.workspace import Workspace
 from bot.config import AgentSettings
 from bot.forge.base import Forge
@@ -59,6 +60,10 @@ def publish(
     save: Callable[[], None],
     summary: str,
 ) -> Published | None:
+    withheld = PathGuard.for_repo(settings, thread.key.repo).withhold(state.changes)
+    if withheld:  # the tools refuse these; a changeset that has one anyway never publishes it
+        log.warning("protected_paths_withheld", paths=withheld)
+        save()
     if not state.changes:
         return None
     key, repo = thread.key, thread.key.repo

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from bot.agent.finishing import finish
+from bot.agent.instructions import author_trusted, repository_instructions
 from bot.agent.lifecycle import Lifecycle
 from bot.agent.outcome import Outcome
 from bot.agent.pinning import pin
@@ -33,7 +34,7 @@ from bot.agent.workspace import Workspace
 from bot.comments import CommentDetectionManager, Identity, Trust
 from bot.config import Settings
 from bot.context.budget import truncate
-from bot.context.engine import agent_rules, initial_context
+from bot.context.engine import initial_context, opening_budget
 from bot.context.tokens import TokenCounter
 from bot.controls import split_commands
 from bot.forge._util import format_time
@@ -175,8 +176,8 @@ class _Run:
             self.forge, self.key, legend, numbers, trust, self.deps.counter, budget
         )
 
-    def _post_note(self, body: str, call_id: str) -> str:
-        self.poster.post("note", body, call_id)
+    def _post_note(self, body: str, call_id: str, reply_to: str | None = None) -> str:
+        self.poster.post("note", body, call_id, reply_to)
         return self.state.tool_journal[call_id]
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -239,19 +240,20 @@ class _Run:
         existing = self.detector.initialize()
         talk = split_commands(existing).talk  # old commands are history, not orders
         workspace = self.workspace()
-        system = self._system_prompt(workspace)
+        trusted = author_trusted(self.forge, thread, self.detector.trust)
+        system = self._system_prompt(workspace, thread, trusted)
         counter = self.deps.counter
         tools_tokens = counter.tools([s.openai() for s in self._toolbox.specs()])
-        # Half of what the system prompt and tool schemas leave; the rest is for the work.
-        room = self.turn.budget() - counter.count(system) - tools_tokens
+        fixed = counter.count(system) + tools_tokens
         opening = initial_context(
             thread,
             self.detector.deliverable(talk),
             workspace,
             counter,
-            max(room // 2, 128),
+            opening_budget(self.turn.budget(), fixed),
             previous=self.state.previous_summary,
             base=target_workspace(self.forge, thread, self.state.base_sha, self.settings),
+            author_trusted=trusted,
         )
         log.info("context_plan", **opening.plan.log_fields())
         self.conversation.append({"role": "system", "content": system, "kind": "system"})
@@ -271,8 +273,17 @@ class _Run:
         self.life.start()
         log.info("task_started", run=self.state.run, comments=len(existing))
 
-    def _system_prompt(self, workspace: Workspace) -> str:
-        rules = agent_rules(workspace, self.deps.counter, self.turn.budget() // 8)
+    def _system_prompt(self, workspace: Workspace, thread: Thread, trusted: bool) -> str:
+        assert self.state.base_sha is not None
+        rules = repository_instructions(
+            self.forge,
+            thread,
+            self.state.base_sha,
+            workspace,
+            trusted,
+            self.deps.counter,
+            self.turn.budget() // 8,
+        )
         return load_prompt("system.md").format(
             bot_login=self.deps.identity.login,
             task_ref=str(self.key),

@@ -15,6 +15,7 @@ from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
 from bot.agent.lifecycle import Lifecycle
 from bot.agent.outcome import Outcome
 from bot.agent.safepoint import SafePoint
+from bot.agent.shrink import StillTooLong, WindowCap, complete_or_shrink
 from bot.agent.tools import Toolbox, ToolResult
 from bot.config import LLMSettings
 from bot.context.tokens import TokenCounter
@@ -56,10 +57,12 @@ class Turn:
         self.safe = safe
         self.toolbox = toolbox
         self.metrics = metrics
+        self.window_cap = WindowCap()  # lowered when the endpoint refuses a request as too long
 
     def budget(self) -> int:
         """Tokens a request may use: the window minus the room kept for the answer."""
-        return self.settings.context_window - self.settings.reserve_output_tokens
+        budget = self.settings.context_window - self.settings.reserve_output_tokens
+        return self.window_cap.limit(budget)
 
     # -- a new turn ---------------------------------------------------------------------------
 
@@ -86,12 +89,21 @@ class Turn:
             summarized = len(messages) > 2 and str(messages[2].get("content")).startswith(
                 SUMMARY_HEADER
             )
-            keep = 3 if summarized else 2
-            fitted = fit(messages, self.budget(), self.counter, tools_tokens, keep)
+            pinned = 3 if summarized else 2
+            fitted = fit(messages, self.budget(), self.counter, tools_tokens, pinned)
         except WindowTooSmall as exc:
             return self.lifecycle.fail(str(exc))
         try:
-            reply = self.llm.complete(fitted.messages, specs)
+            # A "too long" refusal from the endpoint: shrink the request and retry, once.
+            reply, fitted = complete_or_shrink(
+                self.llm,
+                fitted,
+                specs,
+                lambda limit: fit(messages, limit, self.counter, tools_tokens, pinned),
+                self.window_cap,
+            )
+        except StillTooLong as exc:
+            return self.lifecycle.fail(str(exc))
         except LLMFatal as exc:
             return self.lifecycle.fail(f"the model endpoint refused the request: {exc}")
         except LLMError as exc:

@@ -71,6 +71,7 @@ def build_sources(
             watch_labels=watched_labels(settings.labels),
             timeout=gl.timeout_seconds,
             policy=policy,
+            archives_per_minute=gl.archive_downloads_per_minute,
         )
         sources.append(Source(forge, gl.projects))
     return sources

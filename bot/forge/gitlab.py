@@ -21,9 +21,11 @@ import gitlab
 import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
-from bot.forge._util import TTLCache, clean_text, format_time, parse_time
+from bot.forge._util import LRU, TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
+from bot.forge.quick_actions import neutralise_payload
 from bot.forge.types import (
     BranchHead,
     ChangeRequest,
@@ -32,11 +34,13 @@ from bot.forge.types import (
     Kind,
     Permission,
     Platform,
+    ReviewPosition,
     TaskKey,
     TaskSummary,
     Thread,
     User,
 )
+from bot.log import get_logger
 
 _ACCESS = [
     (50, Permission.ADMIN),
@@ -45,6 +49,9 @@ _ACCESS = [
     (20, Permission.TRIAGE),
     (1, Permission.READ),
 ]
+log = get_logger(__name__)
+# Notes that sit in a thread: on a diff line, or a reply ("Start a thread").
+_THREADED = ("DiffNote", "DiscussionNote")
 _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
 # Our clock and GitLab's may disagree; the first incremental query overlaps by this much.
 CLOCK_SKEW = timedelta(minutes=5)
@@ -62,6 +69,11 @@ class _Client(gitlab.Gitlab):
         kwargs["retry_transient_errors"] = False
         kwargs["max_retries"] = 0
         _Client._local.headers = {}
+        # Every write passes here: no note or description can carry a live quick action.
+        if "post_data" in kwargs:
+            kwargs["post_data"] = neutralise_payload(kwargs["post_data"])
+        elif len(args) > 3:
+            args = (*args[:3], neutralise_payload(args[3]), *args[4:])
         return super().http_request(*args, **kwargs)
 
     remaining: int | None = None
@@ -102,6 +114,8 @@ class GitLabForge:
         policy: RequestPolicy | None = None,
         wall_clock: Callable[[], float] = time.time,
         permission_ttl: float = 600.0,
+        archives_per_minute: int | None = 5,
+        archive_window: float = 60.0,
     ) -> None:
         session = requests.Session()
         session.hooks["response"].append(_Client.record)
@@ -109,6 +123,9 @@ class GitLabForge:
             url.rstrip("/"), private_token=token, timeout=timeout, per_page=100, session=session
         )
         self._policy = policy or RequestPolicy(host=url)
+        self._archive_pacer = WindowPacer(
+            archives_per_minute, archive_window, stop=self._policy.stop
+        )
         self._translate: Callable[[Exception], ForgeError] = partial(_translate, clock=wall_clock)
         self._wall_clock = wall_clock
         self._watch_labels = tuple(watch_labels)
@@ -116,6 +133,8 @@ class GitLabForge:
         self._scans: dict[str, _ProjectScan] = {}
         self._permissions: TTLCache[tuple[str, str], Permission] = TTLCache(permission_ttl)
         self._user_ids: TTLCache[str, int] = TTLCache(permission_ttl * 6)
+        # note id -> (task, discussion id, first note id): notes keep their discussion for life.
+        self._threads: LRU[str, tuple[str, str, str]] = LRU(65536)
         self._me: User | None = None
 
     def _call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
@@ -229,14 +248,43 @@ class GitLabForge:
                 collected.append(data)
             return collected
 
-        raw = self._call("list_comments", fetch)
-        comments = [self._comment(key.repo, n) for n in raw if not n.get("system")]
+        raw = [n for n in self._call("list_comments", fetch) if not n.get("system")]
+        if any(n.get("type") in _THREADED and self._threads.get(str(n["id"])) is None for n in raw):
+            self._learn_threads(key)
+        comments = [self._comment(key.repo, n) for n in raw]
         return sorted(comments, key=lambda c: (c.created_at, c.id))
 
-    def post_comment(self, key: TaskKey, body: str) -> Comment:
-        notes = self._thread_manager(key).get(key.number, lazy=True).notes
+    def _learn_threads(self, key: TaskKey) -> None:
+        """Which discussion each note is in: the notes listing does not say, and a reply needs
+        it. Read only when a threaded note not seen before arrives.
+        https://docs.gitlab.com/ee/api/discussions.html"""
+        discussions = self._thread_manager(key).get(key.number, lazy=True).discussions
+        for item in self._call("discussions", partial(discussions.list, get_all=True)):
+            notes = item.attributes.get("notes") or []
+            for note in notes:
+                where = (str(key), str(item.id), str(notes[0]["id"]))
+                self._threads.put(str(note["id"]), where)
+
+    def _thread_of(self, key: TaskKey, note_id: str) -> tuple[str, str, str] | None:
+        """The discussion of note `note_id` in this thread (None for a note elsewhere)."""
+        thread = self._threads.get(note_id)
+        if thread is None:
+            self._learn_threads(key)
+            thread = self._threads.get(note_id)
+        return thread if thread is not None and thread[0] == str(key) else None
+
+    def post_comment(self, key: TaskKey, body: str, reply_to: str | None = None) -> Comment:
+        parent = self._thread_manager(key).get(key.number, lazy=True)
+        notes = parent.notes
+        thread = self._thread_of(key, reply_to) if reply_to and reply_to.isdigit() else None
+        if thread is not None:
+            # "Add note to existing ... thread": POST .../discussions/:discussion_id/notes
+            notes = parent.discussions.get(thread[1], lazy=True).notes
         note = self._call("post_comment", partial(notes.create, {"body": body}), idempotent=False)
-        return self._comment(key.repo, dict(note.attributes))
+        data = dict(note.attributes)
+        if thread is not None:
+            self._threads.put(str(data["id"]), thread)
+        return self._comment(key.repo, data)
 
     def edit_comment(self, key: TaskKey, comment_id: str, body: str) -> Comment:
         notes = self._thread_manager(key).get(key.number, lazy=True).notes
@@ -308,7 +356,10 @@ class GitLabForge:
         project = self._gl.projects.get(repo, lazy=True)
 
         def fetch() -> None:
-            with open(dest, "wb") as handle:
+            # Every attempt counts against GitLab.com's archive limit, retries included.
+            with self._archive_pacer.slot() as waited, open(dest, "wb") as handle:
+                if waited:
+                    log.info("forge_archive_paced", repo=repo, waited=round(waited, 1))
                 project.repository_archive(
                     sha=sha, format="tar.gz", streamed=True, action=handle.write
                 )
@@ -363,8 +414,10 @@ class GitLabForge:
         if author.get("id") is not None and login:
             self._user_ids.put(login, int(author["id"]))
         is_bot = bool(author.get("bot")) or bool(_BOT_NAME.match(login))
+        note_id = str(note["id"])
+        thread = self._threads.get(note_id) if note.get("type") in _THREADED else None
         return Comment(
-            id=str(note["id"]),
+            id=note_id,
             author=login,
             body=clean_text(note.get("body")),
             created_at=parse_time(note["created_at"]),
@@ -373,7 +426,28 @@ class GitLabForge:
             author_is_bot=is_bot,
             is_system=bool(note.get("system")),
             kind="review" if note.get("type") == "DiffNote" else "conversation",
+            position=_position(note.get("position")),
+            thread_id=thread[1] if thread else None,
+            in_reply_to=thread[2] if thread and thread[2] != note_id else None,
+            # `confidential` is the name before GitLab 15.0; both are sent since.
+            internal=bool(note.get("internal") or note.get("confidential")),
         )
+
+
+def _position(data: Any) -> ReviewPosition | None:
+    """A DiffNote's place: an added line has only `new_line`, a removed one only `old_line`
+    (then it counts in the old file, GitHub's LEFT side), an unchanged one both.
+    https://docs.gitlab.com/ee/api/discussions.html#create-a-new-thread-in-the-merge-request-diff"""
+    if not isinstance(data, dict) or not (data.get("new_path") or data.get("old_path")):
+        return None
+    new_path, old_path = data.get("new_path") or data["old_path"], data.get("old_path")
+    new_line, old_line = data.get("new_line"), data.get("old_line")
+    return ReviewPosition(
+        path=clean_text(new_path),
+        line=new_line if new_line is not None else old_line,
+        side="RIGHT" if new_line is not None or old_line is None else "LEFT",
+        old_path=clean_text(old_path) if old_path and old_path != new_path else None,
+    )
 
 
 def _change_request(data: dict[str, Any]) -> ChangeRequest:

@@ -4,6 +4,16 @@ GitHub is served at the root (`/user`, `/repos/...`), GitLab under `/api/v4`. It
 daemon's clients rely on: token auth, `Link` pagination with its own host (plus GitLab's
 `x-next-page`), ETags and 304s, rate-limit headers, injectable faults (5xx, connection resets,
 timeouts, primary/secondary rate limits, GitLab 429), and a request log tests can count.
+
+Archives go where the real forges send them. github.com answers `GET /repos/{o}/{r}/tarball/{ref}`
+with a 302 to another host (`codeload.github.com/{o}/{r}/legacy.tar.gz/{sha}`, with a short-lived
+`?token=` for private repositories: docs.github.com/rest/repos/contents, "Download a repository
+archive (tar)": "these links are temporary and expire after five minutes"); here that host is a
+second listener reached as `localhost` (another host name than the API's `127.0.0.1`, so clients
+treat it as a different origin). GitHub Enterprise Server redirects to `/_codeload/...` on its own
+host (`archive_host="same"`). GitLab.com allows 5 archive downloads a minute per user
+(docs.gitlab.com/user/gitlab_com, "Repository archives"; the rate limiter answers 429 with no
+Retry-After: gitlab-org/gitlab!25750).
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import json
 import math
 import random
 import re
+import secrets
 import socket
 import struct
 import sys
@@ -101,13 +112,26 @@ class RecordedRequest:
     status: int
     at: float  # time.monotonic()
     conditional: bool
+    authorized: bool = False  # the request carried a token header (Authorization/PRIVATE-TOKEN)
 
 
 class ForgeServer:
     """Owns the HTTP server, the `World`, faults and the request log."""
 
-    def __init__(self, world: World | None = None, *, host: str = "127.0.0.1", port: int = 0):
+    def __init__(
+        self,
+        world: World | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        archive_host: str = "codeload",
+        gitlab_archives_per_minute: int | None = 5,
+        gitlab_archive_window: float = 60.0,
+    ):
         from bot.sandbox import github_api, gitlab_api  # routes reference the server
+
+        if archive_host not in ("codeload", "same"):
+            raise ValueError(f"archive_host must be 'codeload' or 'same', not {archive_host!r}")
 
         self.world = world or World()
         self.faults: list[Fault] = []
@@ -122,27 +146,51 @@ class ForgeServer:
         self._lock = threading.Lock()
         self.rate_limit = 5000
         self._used: dict[str, int] = {}
+        self.archive_host = archive_host
+        self.archive_links = ArchiveLinks()
+        self.gitlab_archives_per_minute = gitlab_archives_per_minute
+        self.gitlab_archive_window = gitlab_archive_window
+        self._archive_downloads: dict[str, list[float]] = {}
         self.routes: dict[str, list[Route]] = {
             "github": github_api.routes(self),
             "gitlab": gitlab_api.routes(self),
+            "codeload": github_api.codeload_routes(self),
         }
-        self._httpd = _QuietServer((host, port), _make_handler(self))
+        self._httpd = _QuietServer((host, port), _make_handler(self, "api"))
         self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        self._codeload = (
+            _QuietServer((host, 0), _make_handler(self, "codeload"))
+            if archive_host == "codeload"
+            else None
+        )
+        self._threads: list[threading.Thread] = []
 
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}"
 
+    @property
+    def codeload_url(self) -> str:
+        """Where archive links point: another host name than `url` (github.com's codeload)."""
+        if self._codeload is None:
+            return self.url
+        port = self._codeload.server_address[1]
+        return f"http://localhost:{port}"
+
     def start(self) -> ForgeServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
+        for httpd in (self._httpd, self._codeload):
+            if httpd is not None:
+                thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+                thread.start()
+                self._threads.append(thread)
         return self
 
     def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        for httpd in (self._httpd, self._codeload):
+            if httpd is not None:
+                httpd.shutdown()
+                httpd.server_close()
 
     def __enter__(self) -> ForgeServer:
         return self.start()
@@ -244,6 +292,8 @@ class ForgeServer:
         remaining = max(0, self.rate_limit - used)
         reset = str(int(time.time()) + 3600)
         if platform == "gitlab":
+            # GitLab.com's throttles count per minute: the advertised reset is within 60 s.
+            reset = str(int(time.time()) + 60)
             return {
                 "RateLimit-Limit": str(self.rate_limit),
                 "RateLimit-Remaining": str(remaining),
@@ -260,6 +310,40 @@ class ForgeServer:
     def used(self, token: str) -> int:
         with self._lock:
             return self._used.get(token, 0)
+
+    def take_gitlab_archive(self, login: str) -> bool:
+        """Count one archive download for `login`; False when over GitLab.com's per-minute cap."""
+        if self.gitlab_archives_per_minute is None:
+            return True
+        now = time.monotonic()
+        with self._lock:
+            window = self.gitlab_archive_window
+            recent = [t for t in self._archive_downloads.get(login, []) if now - t < window]
+            allowed = len(recent) < self.gitlab_archives_per_minute
+            if allowed:
+                recent.append(now)
+            self._archive_downloads[login] = recent
+            return allowed
+
+
+class ArchiveLinks:
+    """The short-lived `?token=` GitHub puts in archive redirects: valid five minutes."""
+
+    LIFETIME = 300.0
+
+    def __init__(self) -> None:
+        self._issued: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def issue(self) -> str:
+        token = secrets.token_hex(10)
+        with self._lock:
+            self._issued[token] = time.monotonic() + self.LIFETIME
+        return token
+
+    def valid(self, token: str) -> bool:
+        with self._lock:
+            return self._issued.get(token, 0.0) > time.monotonic()
 
 
 def archive_response(repo: SRepo, commit: SCommit, prefix: str) -> Response:
@@ -322,7 +406,9 @@ def paginate(request: Request, items: list[Any]) -> tuple[list[Any], dict[str, s
     return chunk, headers
 
 
-def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
+def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler]:
+    """`role` "api" serves both forges' APIs; "codeload" serves only archive links."""
+
     class _Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -350,19 +436,27 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
             query = dict(parse_qsl(split.query, keep_blank_values=True))
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            platform = "gitlab" if path.startswith("/api/v4/") else "github"
+            if role == "codeload":
+                platform = "codeload"
+            else:
+                platform = "gitlab" if path.startswith("/api/v4/") else "github"
             conditional = "If-None-Match" in self.headers
+            authorized = any(self.headers.get(h) for h in ("Authorization", "PRIVATE-TOKEN"))
             fault = server.pick_fault(platform, method, path)
             if fault is not None and fault.kind == "drop":
                 self._handle(method, path, query, raw, platform)  # it happens, unanswered
                 now = time.monotonic()
-                record = RecordedRequest(platform, method, path, query, 0, now, conditional)
+                record = RecordedRequest(
+                    platform, method, path, query, 0, now, conditional, authorized
+                )
                 server.record(record)
                 self._reset()
                 return
             if fault is not None and fault.kind in ("reset", "timeout"):
                 server.record(
-                    RecordedRequest(platform, method, path, query, 0, time.monotonic(), conditional)
+                    RecordedRequest(
+                        platform, method, path, query, 0, time.monotonic(), conditional, authorized
+                    )
                 )
                 if fault.kind == "timeout":
                     time.sleep(fault.delay)
@@ -373,7 +467,14 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
             else:
                 response = self._handle(method, path, query, raw, platform)
             record = RecordedRequest(
-                platform, method, path, query, response.status, time.monotonic(), conditional
+                platform,
+                method,
+                path,
+                query,
+                response.status,
+                time.monotonic(),
+                conditional,
+                authorized,
             )
             server.record(record)
             if server.before_response is not None:
@@ -383,10 +484,15 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
         def _handle(
             self, method: str, path: str, query: dict[str, str], raw: bytes, platform: str
         ) -> Response:
-            token = self._token(platform)
-            user = server.world.user_by_token(token) if token else None
-            if user is None and path.startswith("/_codeload/"):
-                user = server.world.user("codeload")  # archive links carry their own access
+            user: SUser | None
+            if platform == "codeload" or path.startswith("/_codeload/"):
+                # Archive links carry their own access (`?token=`); a token header is ignored.
+                if not server.archive_links.valid(query.get("token", "")):
+                    return Response(404, {"message": "Not Found"})
+                token, user = "", server.world.user("codeload")
+            else:
+                token = self._token(platform)
+                user = server.world.user_by_token(token) if token else None
             if user is None:
                 message = "Bad credentials" if platform == "github" else "401 Unauthorized"
                 return Response(401, {"message": message})
@@ -404,6 +510,8 @@ def _make_handler(server: ForgeServer) -> type[BaseHTTPRequestHandler]:
                 method, path, query, dict(self.headers), body, raw, user, server.url, platform
             )
             response = self._route(request)
+            if platform == "codeload":
+                return response  # not the API: no rate-limit headers
             if response.status == 304:
                 response.headers.update(server.rate_headers(platform, token, spend=False))
             else:

@@ -18,6 +18,7 @@ from bot.sandbox.world import (
     SComment,
     SCommit,
     SRepo,
+    SReview,
     SThread,
     SUser,
     tree_sha,
@@ -209,13 +210,20 @@ def pull_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
     issue = issue_json(base, repo, thread)
     url = f"{base}/repos/{repo.path}/pulls/{thread.number}"
 
-    def ref(name: str, sha: str) -> dict[str, Any]:
+    def ref(name: str, sha: str, fork: str = "") -> dict[str, Any]:
+        owner = SUser(fork.split("/")[0], repo.owner.id + 1) if fork else repo.owner
+        head_repo = repo_json(base, repo)
+        if fork:  # a request from a fork: `head.repo` is the fork (`fork: true`)
+            head_repo = {
+                **repo_json(base, SRepo("github", fork, repo.id + 1, owner)),
+                "fork": True,
+            }
         return {
-            "label": f"{repo.owner.login}:{name}",
+            "label": f"{owner.login}:{name}",
             "ref": name,
             "sha": sha,
-            "user": user_json(base, repo.owner),
-            "repo": repo_json(base, repo),
+            "user": user_json(base, owner),
+            "repo": head_repo,
         }
 
     links = {
@@ -243,7 +251,7 @@ def pull_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
         "comments_url": issue["comments_url"],
         "statuses_url": links["statuses"],
         "_links": {name: {"href": href} for name, href in links.items()},
-        "head": ref(thread.head_ref, thread.head_sha),
+        "head": ref(thread.head_ref, thread.head_sha, thread.head_repo),
         "base": ref(thread.base_ref, repo.branch_sha(thread.base_ref)),
         "merge_commit_sha": None,
         "merged_at": None,
@@ -284,21 +292,82 @@ def comment_json(base: str, repo: SRepo, thread: SThread, comment: SComment) -> 
     url = f"{base}/repos/{repo.path}/pulls/comments/{comment.id}"
     html = f"{base}/{repo.path}/pull/{thread.number}#discussion_r{comment.id}"
     pull_url = f"{base}/repos/{repo.path}/pulls/{thread.number}"
-    return {
+    data = {
         **common,
         "url": url,
         "html_url": html,
         "pull_request_url": pull_url,
-        "pull_request_review_id": comment.id,
-        "diff_hunk": "@@ -1 +1 @@",
-        "path": "README.md",
+        "pull_request_review_id": comment.review_id or comment.id,
         "commit_id": thread.head_sha,
-        "original_commit_id": thread.head_sha,
         "_links": {
             "self": {"href": url},
             "html": {"href": html},
             "pull_request": {"href": pull_url},
         },
+        **_position_json(comment),
+    }
+    if comment.in_reply_to is not None:
+        data["in_reply_to_id"] = comment.in_reply_to
+    return data
+
+
+def _position_json(comment: SComment) -> dict[str, Any]:
+    """Where a review comment sits, in GitHub's terms: `line` in the file on `side` (RIGHT: the
+    new version, LEFT: the old one, for a removed line); `position`, the line index in the diff,
+    is "closing down" per the OpenAPI description; `line` replaces it.
+    https://docs.github.com/rest/pulls/comments#create-a-review-comment-for-a-pull-request"""
+    where = comment.position
+    if where is None:  # seeded without a position: a comment on line 1 of the README
+        return {
+            "path": "README.md",
+            "diff_hunk": "@@ -1 +1 @@",
+            "position": 1,
+            "original_position": 1,
+            "original_commit_id": "",
+            "line": 1,
+            "original_line": 1,
+            "side": "RIGHT",
+            "start_line": None,
+            "original_start_line": None,
+            "start_side": None,
+            "subject_type": "line",
+        }
+    side = "RIGHT" if where.line is not None else "LEFT"
+    line = where.line if where.line is not None else where.old_line
+    index = max(1, len(where.diff_hunk.splitlines()) - 1)  # lines below the hunk's header
+    return {
+        "path": where.path,
+        "diff_hunk": where.diff_hunk,
+        "position": index,
+        "original_position": index,
+        "original_commit_id": where.commit,
+        "line": line,
+        "original_line": line,
+        "side": side,
+        "start_line": None,
+        "original_start_line": None,
+        "start_side": None,
+        "subject_type": "line",
+    }
+
+
+def review_json(base: str, repo: SRepo, thread: SThread, review: SReview) -> dict[str, Any]:
+    """One pull request review: its own text and verdict (`state`), without its line comments.
+    https://docs.github.com/rest/pulls/reviews#list-reviews-for-a-pull-request"""
+    html = f"{base}/{repo.path}/pull/{thread.number}#pullrequestreview-{review.id}"
+    pull_url = f"{base}/repos/{repo.path}/pulls/{thread.number}"
+    return {
+        "id": review.id,
+        "node_id": f"PRR_{review.id}",
+        "user": user_json(base, review.author),
+        "body": review.body,
+        "state": review.state,
+        "html_url": html,
+        "pull_request_url": pull_url,
+        "_links": {"html": {"href": html}, "pull_request": {"href": pull_url}},
+        "submitted_at": _ts(review.submitted_at),
+        "commit_id": review.commit_id,
+        "author_association": _association(repo, review.author),
     }
 
 
@@ -429,6 +498,54 @@ def routes(server: ForgeServer) -> list[Route]:
         world.edit_comment(comment.id, body)
         return Response(body=comment_json(req.base_url, repo, thread, comment))
 
+    def list_reviews(req: Request, m: re.Match[str]) -> Response:
+        # "The list of reviews returns in chronological order" (OpenAPI description); there is
+        # no `since` parameter.
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"], ("pull",))
+        items = [review_json(req.base_url, repo, thread, r) for r in thread.reviews]
+        return Response(body=items, paginate=True)
+
+    def review_comments(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"], ("pull",))
+        if not any(r.id == int(m["review"]) for r in thread.reviews):
+            raise HttpError(404, "Not Found")
+        items = [
+            comment_json(req.base_url, repo, thread, c)
+            for c in thread.comments
+            if c.review and c.review_id == int(m["review"])
+        ]
+        return Response(body=items, paginate=True)
+
+    def get_review_comment(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread, comment = comment_of(repo, m["id"], True)
+        return Response(body=comment_json(req.base_url, repo, thread, comment))
+
+    def reply(req: Request, m: re.Match[str]) -> Response:
+        # "This must be the ID of a top-level review comment, not a reply to that comment.
+        # Replies to replies are not supported."
+        # https://docs.github.com/rest/pulls/comments#create-a-reply-for-a-review-comment
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"], ("pull",))
+        target = next(
+            (c for c in thread.comments if c.review and c.id == int(m["id"])),
+            None,
+        )
+        if target is None:
+            raise HttpError(404, "Not Found")
+        if target.in_reply_to is not None:
+            raise HttpError(422, "Validation Failed: in_reply_to_id is a reply")
+        body = (req.body or {}).get("body")
+        if not isinstance(body, str) or not body:
+            raise HttpError(422, "Validation Failed")
+        assert req.user is not None
+        comment = world.reply(
+            "github", repo.path, thread.number, target.id, body, author=req.user.login, kind="pull"
+        )
+        return Response(201, comment_json(req.base_url, repo, thread, comment))
+
     def add_labels(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
         thread = thread_of(repo, m["number"])
@@ -533,14 +650,22 @@ def routes(server: ForgeServer) -> list[Route]:
         }
 
     def tarball_link(req: Request, m: re.Match[str]) -> Response:
+        # github.com: 302 to codeload.github.com (another host); GHES: to /_codeload/ on its
+        # own host. Either way the link carries its own short-lived token.
         repo = repo_of(m)
         commit = repo.resolve(unquote(m["ref"]))
         if commit is None:
             raise HttpError(404, "Not Found")
-        location = f"{req.base_url}/_codeload/{repo.path}/legacy.tar.gz/{commit.sha}"
+        link = f"/{repo.path}/legacy.tar.gz/{commit.sha}?token={server.archive_links.issue()}"
+        if server.archive_host == "same":
+            location = f"{req.base_url}/_codeload{link}"
+        else:
+            location = f"{server.codeload_url}{link}"
         return Response(302, None, {"Location": location})
 
-    def codeload(req: Request, m: re.Match[str]) -> Response:
+    def ghes_codeload(req: Request, m: re.Match[str]) -> Response:
+        if server.archive_host != "same":  # github.com serves archives from another host only
+            raise HttpError(404, "Not Found")
         repo = repo_of(m)
         commit = repo.resolve(m["sha"])
         if commit is None:
@@ -678,6 +803,10 @@ def routes(server: ForgeServer) -> list[Route]:
         ("DELETE", issue + r"/labels/(?P<label>[^/]+)", remove_label),
         ("GET", pull, get_pull),
         ("GET", pull + "/comments", lambda r, m: list_comments(r, m, True)),
+        ("POST", pull + r"/comments/(?P<id>\d+)/replies", reply),
+        ("GET", pull + "/reviews", list_reviews),
+        ("GET", pull + r"/reviews/(?P<review>\d+)/comments", review_comments),
+        ("GET", REPO + r"/pulls/comments/(?P<id>\d+)", get_review_comment),
         ("PATCH", REPO + r"/pulls/comments/(?P<id>\d+)", lambda r, m: edit_comment(r, m, True)),
         ("GET", REPO + r"/collaborators/(?P<user>[^/]+)/permission", permission),
         ("GET", REPO + r"/contents/(?P<path>.+)", contents),
@@ -685,7 +814,7 @@ def routes(server: ForgeServer) -> list[Route]:
         (
             "GET",
             r"/_codeload/(?P<owner>[^/]+)/(?P<name>[^/]+)/legacy\.tar\.gz/(?P<sha>[0-9a-f]+)",
-            codeload,
+            ghes_codeload,
         ),
         ("GET", REPO + r"/git/ref/heads/(?P<branch>.+)", get_ref),
         ("GET", REPO + r"/git/commits/(?P<sha>[0-9a-f]+)", get_commit),
@@ -697,3 +826,18 @@ def routes(server: ForgeServer) -> list[Route]:
         ("POST", REPO + r"/pulls", create_pull),
     ]
     return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]
+
+
+def codeload_routes(server: ForgeServer) -> list[Route]:
+    """The archive host github.com redirects to: `/{owner}/{name}/legacy.tar.gz/{sha}`."""
+    world = server.world
+
+    def codeload(req: Request, m: re.Match[str]) -> Response:
+        repo = world.repos.get(("github", f"{m['owner']}/{m['name']}"))
+        commit = repo.resolve(m["sha"]) if repo is not None else None
+        if repo is None or commit is None:
+            raise HttpError(404, "Not Found")
+        return archive_response(repo, commit, f"{repo.path.replace('/', '-')}-{commit.sha[:7]}")
+
+    pattern = r"/(?P<owner>[^/]+)/(?P<name>[^/]+)/legacy\.tar\.gz/(?P<sha>[0-9a-f]+)"
+    return [Route("GET", re.compile(pattern), codeload)]

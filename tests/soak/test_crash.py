@@ -144,11 +144,13 @@ def test_sigterm_checkpoints_and_exits_0_then_continues_without_label_churn(
     config = write_config(tmp_path, server, model)
     proc = start_bot(config, "run")
     _wait_for_requests(model, 2)
-    sent = time.monotonic()
+    asked = len(model.requests)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=15)
+    out, err = proc.communicate(timeout=60)  # a hang guard, not a measurement
     assert proc.returncode == 0, err[-2000:]
-    assert time.monotonic() - sent < 10
+    # It stopped at the next safe point: at most the model call already on its way, not
+    # the remaining steps of the task.
+    assert len(model.requests) <= asked + 1
     assert "daemon_stopping" in out
     state = StateStore(tmp_path / "state").load(_key(platform, thread.number))
     assert state is not None and state.status is Status.RUNNING and state.step >= 1
