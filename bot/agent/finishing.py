@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.agent.lifecycle import Lifecycle
 from bot.agent.outcome import Outcome
-from bot.agent.publish import Published, publish
+from bot.agent.publish import Published, PublishError, publish
 from bot.agent.workspace import Workspace
 from bot.config import AgentSettings
 from bot.forge.base import Forge
@@ -24,7 +24,12 @@ def finish(
     final comment carrying the answer and where the work went; status done, labels last."""
     answer = lifecycle.poster.withhold(answer)  # it goes into the request and commit too
     lifecycle.state.final_answer = answer
-    published = publish(forge, thread, lifecycle.state, workspace, settings, lifecycle.save, answer)
+    try:
+        published = publish(
+            forge, thread, lifecycle.state, workspace, settings, lifecycle.save, answer
+        )
+    except PublishError as exc:  # a conflict with someone's push: stop, name it
+        return lifecycle.fail(str(exc))
     lifecycle.end(Status.DONE, answer + where(published))
     return Outcome.DONE
 
