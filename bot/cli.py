@@ -208,7 +208,7 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
     runtime = Runtime.from_environ()
     notifier = Notifier(runtime.notify_socket, runtime.watchdog_usec)
     sources = build_sources(settings, stop, metrics)
-    daemon = Daemon(settings, sources, build_llm(settings.llm), stop, metrics, notifier)
+    daemon = Daemon(settings, sources, build_llm(settings.llm, stop), stop, metrics, notifier)
     try:
         daemon.initialize()
     except StateError as exc:
@@ -235,6 +235,8 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
     finally:
         daemon.close()
     log.info("daemon_exit")
+    if once and daemon.auth_error is not None:
+        return EXIT_FAILURE  # the token was rejected during the cycle: the work did not happen
     return EXIT_OK
 
 

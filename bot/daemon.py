@@ -102,6 +102,10 @@ class Daemon:
         self._guard = threading.Lock()
         self._workers: list[_Worker] = []
         self._left_alone: set[str] = set()  # tasks of unconfigured repositories, logged once
+        # Platforms whose token was rejected in the current cycle: logged once per cycle.
+        self._auth_failed: set[str] = set()
+        self._rejected: dict[str, str] = {}  # platform -> error, until a poll succeeds again
+        self.auth_error: str | None = None  # the last rejection, for `bot run --once`
         self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -170,11 +174,22 @@ class Daemon:
         platform = worker.source.forge.platform
         view = self.index.refresh()  # once per poll: for the plan and the metrics
         saved = self.index.active_states(view)
+        with self._guard:
+            self._auth_failed.discard(platform.value)  # a new cycle: report it again
         try:
             result = discover(worker.source)
+        except AuthError as exc:
+            # Nothing on this source can work: one line, no traceback, no task touched.
+            self._record_poll(worker, view.counts(), ok=False, error=f"AuthError: {exc}")
+            self._token_rejected(platform.value, exc)
+            return
         except Exception as exc:
             self._record_poll(worker, view.counts(), ok=False, error=f"{type(exc).__name__}: {exc}")
             raise  # the job queue's error handler logs it with its traceback
+        with self._guard:
+            self._rejected.pop(platform.value, None)  # the token works again
+            rejected = "; ".join(self._rejected.values()) or None
+        self.heartbeat.auth_failed(rejected, write=False)  # written with the poll below
         failed = ", ".join(result.failed_repos)
         self._record_poll(
             worker, view.counts(), ok=not failed, error=f"failed: {failed}" if failed else None
@@ -186,6 +201,7 @@ class Daemon:
             self.settings.labels,
             platform,
             partial(self._handed_back, worker),
+            bot_login=worker.runner.deps.identity.login,
             repos=worker.source.repos,
             noted=self._left_alone,
         )
@@ -241,13 +257,25 @@ class Daemon:
             log.warning("task_busy", task=str(job.key))
             return Outcome.INTERRUPTED
         except AuthError as exc:
-            log.error("forge_auth_failed", task=str(job.key), error=str(exc))
+            self._token_rejected(worker.source.forge.platform.value, exc, task=str(job.key))
             return Outcome.INTERRUPTED
         except Exception as exc:
             # One handler for the unexpected: logged with its traceback, the task resumes
             # next cycle from its saved state, the daemon keeps working.
             log.exception("task_crashed", task=str(job.key), error=type(exc).__name__)
             return Outcome.INTERRUPTED
+
+    def _token_rejected(self, platform: str, exc: AuthError, task: str | None = None) -> None:
+        with self._guard:
+            first = platform not in self._auth_failed
+            self._auth_failed.add(platform)
+            self._rejected[platform] = f"{platform}: {exc}"
+            self.auth_error = str(exc)
+            rejected = "; ".join(self._rejected.values())
+        if first:
+            extra = {"task": task} if task else {}
+            log.error("forge_auth_failed", platform=platform, error=str(exc), **extra)
+            self.heartbeat.auth_failed(rejected)
 
     def _drain(self) -> None:
         while True:

@@ -79,7 +79,10 @@ class Rig:
     def daemon(self) -> Daemon:
         settings = self.settings
         daemon = Daemon(
-            settings, build_sources(settings, self.stop), build_llm(settings.llm), self.stop
+            settings,
+            build_sources(settings, self.stop),
+            build_llm(settings.llm, self.stop),
+            self.stop,
         )
         daemon.initialize()
         return daemon

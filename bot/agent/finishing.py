@@ -38,5 +38,6 @@ def where(published: Published | None) -> str:
     if published is None:
         return ""
     if published.request_url:
-        return f"\n\nDraft change request: {published.request_url} (branch `{published.branch}`)."
+        kind = "Draft change request" if published.draft else "Change request"
+        return f"\n\n{kind}: {published.request_url} (branch `{published.branch}`)."
     return f"\n\nPushed commit {published.commit[:12]} to `{published.branch}`."

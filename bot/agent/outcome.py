@@ -11,3 +11,4 @@ class Outcome(StrEnum):
     PAUSED = "paused"
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"  # daemon stopping or a transient fault: resumes later
+    IGNORED = "ignored"  # started by someone who may not control the bot: nothing done

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from bot.agent.failures import settle
 from bot.agent.finishing import finish
 from bot.agent.instructions import author_trusted, repository_instructions
 from bot.agent.lifecycle import Lifecycle
@@ -37,6 +38,7 @@ from bot.context.budget import truncate
 from bot.context.engine import initial_context, opening_budget
 from bot.context.tokens import TokenCounter
 from bot.controls import split_commands
+from bot.controls_trust import Gate
 from bot.forge._util import format_time
 from bot.forge.base import Forge
 from bot.forge.errors import AuthError, ForgeError
@@ -46,7 +48,7 @@ from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.posting import Poster
 from bot.prompts import load_prompt
-from bot.state import StateStore, TaskState
+from bot.state import StateStore, Status, TaskState
 
 __all__ = ["Deps", "Outcome", "TaskRunner"]
 
@@ -74,13 +76,21 @@ class TaskRunner:
             self.deps.store.task_lock(key),
             structlog.contextvars.bound_contextvars(task=str(key), repo=key.repo),
         ):
+            run = _Run(self.deps, key)
             try:
-                outcome = _Run(self.deps, key).execute(fresh)
+                outcome = run.execute(fresh)
             except AuthError:
                 raise
             except ForgeError as exc:
-                log.warning("task_interrupted", reason="forge", error=str(exc), status=exc.status)
-                return Outcome.INTERRUPTED
+                if self.deps.stop.is_set():  # the daemon is stopping: not the task's fault
+                    log.info("task_interrupted", reason="stopping", error=str(exc))
+                    return Outcome.INTERRUPTED
+                base = self.deps.settings.agent.retry_backoff_seconds
+                life = run.life
+                failed = settle(
+                    exc, life.state, life.save, lambda text: life.end(Status.FAILED, text), base
+                )
+                return Outcome.FAILED if failed else Outcome.INTERRUPTED
             except OSError as exc:
                 # Disk full or read-only state dir: the previous state file is intact (atomic
                 # writes), and the task resumes from it once the disk is usable again.
@@ -104,11 +114,12 @@ class _Run:
         self.conversation = deps.store.conversation(key)
         llm = self.settings.llm
         cap = max(256, (llm.context_window - llm.reserve_output_tokens) // 4)
+        trust = Trust.from_settings(self.settings.access)
         self.detector = CommentDetectionManager(
             self.forge,
             key,
             deps.identity,
-            Trust.from_settings(self.settings.access),
+            trust,
             self.conversation,
             shorten=lambda text: truncate(text, cap, deps.counter),
         )
@@ -126,6 +137,10 @@ class _Run:
             labels,
             deps.stop,
             deps.metrics,
+        )
+        self.gate = Gate(self.forge, key, deps.identity.login, trust, labels)
+        self.safe.trusted_labels = lambda current: self.gate.filter(
+            current, self.state.status, self.state.labels_applied
         )
         self._workspace: Workspace | None = None
         self._toolbox = self._tools()
@@ -183,7 +198,12 @@ class _Run:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def execute(self, fresh: bool) -> Outcome:
-        self._load(fresh)
+        loaded = self.store.load(self.key)
+        if loaded is None or not loaded.initialized or (fresh and loaded.status.terminal):
+            start = self.forge.get_thread(self.key)
+            if not self.gate.start_allowed(start.labels, start.assignees):
+                return Outcome.IGNORED
+        self._load(loaded, fresh)
         if self.state.pending_post is not None:
             self.poster.deliver(look_up=True)  # a post the previous process may have made
         if self.state.status.terminal:
@@ -204,8 +224,7 @@ class _Run:
         self.workspace()
         return self._loop()
 
-    def _load(self, fresh: bool) -> None:
-        loaded = self.store.load(self.key)
+    def _load(self, loaded: TaskState | None, fresh: bool) -> None:
         if loaded is not None and not (fresh and loaded.status.terminal):
             self._adopt(loaded)
             self.detector.restore_state({"seen": loaded.seen, "since": loaded.comments_since})

@@ -70,6 +70,8 @@ class SafePoint:
         self.stop = stop
         self.metrics = metrics
         self.thread: Thread | None = None  # as last read
+        # The thread's labels as trusted people left them (bot/controls_trust.py).
+        self.trusted_labels: Callable[[frozenset[str]], frozenset[str]] = lambda labels: labels
         self.step: Callable[[], int] = lambda: lifecycle.state.step
 
     def read_thread(self) -> Check:
@@ -81,7 +83,7 @@ class SafePoint:
                 return Check(halt=self.lifecycle.gone(exc.status))
             raise
         self.thread = thread
-        self.lifecycle.labels = thread.labels
+        self.lifecycle.labels = self.trusted_labels(thread.labels)
         if thread.state in CLOSED_STATES:
             return Check(halt=self.lifecycle.closed())
         return Check()

@@ -20,7 +20,15 @@ from bot.agent.tools import Toolbox, ToolResult
 from bot.config import LLMSettings
 from bot.context.tokens import TokenCounter
 from bot.context.window import WindowTooSmall, fit
-from bot.llm.base import LLMClient, LLMError, LLMFatal, LLMReply, Message, ToolCall
+from bot.llm.base import (
+    LLMCancelled,
+    LLMClient,
+    LLMError,
+    LLMFatal,
+    LLMReply,
+    Message,
+    ToolCall,
+)
 from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.state import Conversation
@@ -102,6 +110,10 @@ class Turn:
                 lambda limit: fit(messages, limit, self.counter, tools_tokens, pinned),
                 self.window_cap,
             )
+        except LLMCancelled:
+            self.lifecycle.save()  # stopping: the turn is redone after the restart
+            log.info("model_call_cancelled", step=self.lifecycle.state.step)
+            return Outcome.INTERRUPTED
         except StillTooLong as exc:
             return self.lifecycle.fail(str(exc))
         except LLMFatal as exc:
@@ -128,6 +140,7 @@ class Turn:
         self.metrics.llm_tokens.labels("completion").inc(reply.completion_tokens)
         state.step += 1
         state.llm_failures = 0
+        state.forge_failures = 0  # progress: earlier forge errors were passing
         self.conversation.append({**reply.message(), "kind": "reply", "step": state.step})
         self.lifecycle.save()
 
