@@ -102,6 +102,7 @@ class Daemon:
         self._in_flight: dict[str, Future[Outcome]] = {}
         self._guard = threading.Lock()
         self._workers: list[_Worker] = []
+        self._left_alone: set[str] = set()  # tasks of unconfigured repositories, logged once
         # Platforms whose token was rejected in the current cycle: logged once per cycle.
         self._auth_failed: set[str] = set()
         self._rejected: dict[str, str] = {}  # platform -> error, until a poll succeeds again
@@ -203,6 +204,8 @@ class Daemon:
             platform,
             partial(self._handed_back, worker),
             bot_login=worker.runner.deps.identity.login,
+            repos=worker.source.repos,
+            noted=self._left_alone,
         )
         for job in jobs:
             self._submit(worker, job)

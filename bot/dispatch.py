@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, MutableSet
 from dataclasses import dataclass
 
 from bot.agent.failures import waiting
@@ -31,6 +31,8 @@ def plan_jobs(
     platform: Platform,
     handed_back: HandedBack = lambda _key, _state: False,
     bot_login: str | None = None,
+    repos: Collection[str] | None = None,
+    noted: MutableSet[str] | None = None,
 ) -> list[Job]:
     """The state on disk is the truth; labels say what people want.
 
@@ -38,7 +40,9 @@ def plan_jobs(
       state: start over; who labelled or assigned it is checked when the task starts);
     - running (the daemon died or was stopped) or paused: resume / re-check the controls;
     - finished, trigger label added again or `/bot` from a writer (`handed_back`): a new run;
-    - finished with a closing comment or label change still owed: finish that.
+    - finished with a closing comment or label change still owed: finish that;
+    - a task on disk whose repository is no longer in `repos` (the config): left alone,
+      logged once (per task, in `noted`).
     """
     jobs: dict[TaskKey, Job] = {}
     for summary in found:
@@ -52,16 +56,34 @@ def plan_jobs(
         job = _job_for(summary, state, labels, handed_back, bot_login)
         if job is not None:
             jobs[job.key] = job
+    configured = None if repos is None else {r.lower() for r in repos}
     for state in saved:  # every task on disk: a running or paused one is never forgotten
         key = state.task_key()
         if (
-            key.platform is platform
-            and key not in jobs
-            and state.status in (Status.RUNNING, Status.PAUSED)
-            and not waiting(state)
+            key.platform is not platform
+            or key in jobs
+            or state.status not in (Status.RUNNING, Status.PAUSED)
+            or waiting(state)
         ):
-            jobs[key] = Job(key, fresh=False)
+            continue
+        if configured is not None and key.repo.lower() not in configured:
+            _note_unconfigured(key, state, noted)
+            continue
+        jobs[key] = Job(key, fresh=False)
     return sorted(jobs.values(), key=lambda j: j.key)
+
+
+def _note_unconfigured(key: TaskKey, state: TaskState, noted: MutableSet[str] | None) -> None:
+    if noted is not None and str(key) in noted:
+        return
+    if noted is not None:
+        noted.add(str(key))
+    log.info(
+        "task_left_alone",
+        task=str(key),
+        status=state.status.value,
+        reason="repository not in the config",
+    )
 
 
 def _job_for(

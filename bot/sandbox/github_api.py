@@ -429,6 +429,10 @@ def routes(server: ForgeServer) -> list[Route]:
             thread = repo.thread(kind, int(number))
             if thread is not None:
                 return thread
+            if (kind, int(number)) in repo.deleted:
+                # "If the issue was deleted from a repository where the authenticated user has
+                # read access, the API returns a 410 Gone status." (REST docs, Get an issue)
+                raise HttpError(410, "This issue was deleted")
         raise HttpError(404, "Not Found")
 
     def comment_of(repo: SRepo, comment_id: str, review: bool) -> tuple[SThread, SComment]:

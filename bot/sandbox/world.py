@@ -175,6 +175,7 @@ class SRepo:
     subtrees: dict[str, tuple[str, str]] = field(default_factory=dict)  # sha -> (root, "dir/")
     threads: dict[tuple[str, int], SThread] = field(default_factory=dict)
     roles: dict[str, str] = field(default_factory=dict)  # login -> role
+    deleted: set[tuple[str, int]] = field(default_factory=set)  # (kind, number) of threads
     created_at: datetime = field(default_factory=utcnow)
     archive_override: bytes | None = None  # hostile-archive tests serve crafted tarballs
     # Refusals a real forge makes (tests set them): archived repositories refuse every
@@ -593,6 +594,13 @@ class World:
         with self.lock:
             for thread in self.all_threads():
                 thread.comments = [c for c in thread.comments if c.id != comment_id]
+
+    def delete_thread(self, platform: str, path: str, number: int, kind: str) -> None:
+        """An admin deletes the thread: it is gone from every listing and every route."""
+        with self.lock:
+            repo = self.repo(platform, path)
+            del repo.threads[(kind, number)]
+            repo.deleted.add((kind, number))
 
     def set_labels(
         self,
