@@ -250,6 +250,8 @@ class Daemon:
             key.platform,
             partial(self._handed_back, worker),
             bot_login=worker.runner.deps.identity.login,
+            repos=worker.source.repos,
+            noted=self._left_alone,
         )
         log.info("thread_checked", task=str(key), jobs=len(jobs))
         for job in jobs:
