@@ -25,6 +25,7 @@ from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import Source
 from bot.forge.types import TaskKey, TaskSummary
 from bot.health import HeartbeatWriter
+from bot.jail.factory import build_jail
 from bot.llm.base import LLMClient
 from bot.log import get_logger
 from bot.metrics import Metrics
@@ -108,6 +109,7 @@ class Daemon:
         self._rejected: dict[str, str] = {}  # platform -> error, until a poll succeeds again
         self.auth_error: str | None = None  # the last rejection, for `bot run --once`
         self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
+        self.jail = build_jail(settings.jail)  # None unless jail.enabled
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -126,6 +128,7 @@ class Daemon:
                 counter=self.counter,
                 stop=self.stop,
                 metrics=self.metrics,
+                jail=self.jail,
             )
             self._workers.append(_Worker(source, TaskRunner(deps)))
 

@@ -97,6 +97,7 @@ class TaskState(BaseModel):
     # Consecutive runs that ended on a forge error, and when the next may start (backoff).
     forge_failures: int = 0
     retry_at: str | None = None
+    check_rounds: int = 0  # times failing checks were handed back to the model this run
     reason: str | None = None
     final_answer: str | None = None
     labels_applied: str | None = None  # the status the labels last reflected

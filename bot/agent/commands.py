@@ -164,6 +164,20 @@ def failing(reports: list[CheckReport]) -> list[CheckReport]:
     return [r for r in reports if not r.ok]
 
 
+@dataclass(frozen=True)
+class CheckRound:
+    text: str  # appended to the final answer (and so to the request body)
+    again: bool = False  # the checks failed and the model gets another turn to fix them
+
+
+def fix_request(reports: list[CheckReport]) -> str:
+    """What the model is told when the checks fail on its final changeset."""
+    lines = ["The repository's checks failed on your changes. Fix them, then finish again."]
+    for r in failing(reports):
+        lines += ["", f"$ {r.command}", r.outcome, r.last_lines]
+    return "\n".join(lines)
+
+
 def _current(workspace: Workspace, rel: str) -> str | None:
     try:
         return workspace.text(rel)

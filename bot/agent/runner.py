@@ -19,13 +19,22 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from bot.agent.commands import (
+    CheckRound,
+    CommandSession,
+    checks_markdown,
+    failing,
+    fix_request,
+    run_command_tool,
+)
 from bot.agent.failures import settle
 from bot.agent.finishing import finish
-from bot.agent.instructions import author_trusted, repository_instructions
+from bot.agent.instructions import author_trusted, repository_instructions, trusted_reader
 from bot.agent.lifecycle import Lifecycle
 from bot.agent.outcome import Outcome
 from bot.agent.pinning import pin
 from bot.agent.plan_tool import plan_tool
+from bot.agent.repo_checks import checks_for
 from bot.agent.repo_tools import repo_tools
 from bot.agent.safepoint import SafePoint
 from bot.agent.tools import Toolbox, finish_tool, post_comment_tool, read_comments_tool
@@ -43,6 +52,7 @@ from bot.forge._util import format_time
 from bot.forge.base import Forge
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.types import TaskKey, Thread
+from bot.jail import Jail
 from bot.llm.base import LLMClient
 from bot.log import get_logger
 from bot.metrics import Metrics
@@ -65,6 +75,7 @@ class Deps:
     counter: TokenCounter
     stop: threading.Event
     metrics: Metrics = field(default_factory=Metrics)
+    jail: Jail | None = None  # commands and checks; None: the agent edits without running
 
 
 class TaskRunner:
@@ -100,6 +111,8 @@ class TaskRunner:
                     path=str(exc.filename or ""),
                 )
                 return Outcome.INTERRUPTED
+            finally:
+                run.close()  # the jail's working copy, when the run made one
             log.info("task_outcome", outcome=outcome.value)
             return outcome
 
@@ -143,6 +156,7 @@ class _Run:
             current, self.state.status, self.state.labels_applied
         )
         self._workspace: Workspace | None = None
+        self._session: CommandSession | None = None
         self._toolbox = self._tools()
         self.turn = Turn(
             deps.llm,
@@ -171,7 +185,30 @@ class _Run:
         if self._workspace is not None:
             budget = self.settings.agent.tool_result_tokens
             tools += repo_tools(self._workspace, self.deps.counter, budget)
+            session = self._commands()
+            if session is not None:
+                tools.append(run_command_tool(session, self.deps.counter, budget))
         return Toolbox(tools)
+
+    def _commands(self) -> CommandSession | None:
+        """The jail session of this run, made when the workspace is (None without a jail)."""
+        if self.deps.jail is None or self._workspace is None:
+            return None
+        if self._session is None or self._session.workspace is not self._workspace:
+            thread = self.safe.thread or self.forge.get_thread(self.key)
+            trusted = author_trusted(self.forge, thread, self.detector.trust)
+            assert self.state.base_sha is not None
+            read = trusted_reader(self.forge, thread, self.state.base_sha, self._workspace, trusted)
+            checks = checks_for(self.settings.jail, self.key.repo, read)
+            self.close()
+            self._session = CommandSession(self.deps.jail, self._workspace, checks)
+        return self._session
+
+    def close(self) -> None:
+        """Remove the run's working copy (the jail's), if one was made."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
     def workspace(self) -> Workspace:
         if self._workspace is None:
@@ -322,12 +359,35 @@ class _Run:
                 end = self.turn.take()  # a comment before the final answer: another turn
                 continue
             assert self.safe.thread is not None
+            answer = end.final
+            report = self._checks()
+            if report.again:  # failing checks go back to the model for a bounded few turns
+                end = self.turn.take()
+                continue
             return finish(
                 self.forge,
                 self.safe.thread,
                 self.life,
                 self.workspace(),
                 self.settings.agent,
-                end.final,
+                answer + report.text,
             )
         return end.halt
+
+    def _checks(self) -> CheckRound:
+        """Run the repository's checks on the final changeset; say what they did."""
+        if not self.state.changes:
+            return CheckRound("")
+        session = self._commands()
+        if session is None:
+            return CheckRound("\n\n" + checks_markdown(None, enabled=False))
+        reports = session.run_checks()
+        text = "\n\n" + checks_markdown(reports, enabled=True)
+        if failing(reports) and self.state.check_rounds < self.settings.jail.max_fix_turns:
+            self.state.check_rounds += 1
+            self.conversation.append(
+                {"role": "user", "content": fix_request(reports), "kind": "checks"}
+            )
+            self.life.save()
+            return CheckRound(text, again=True)
+        return CheckRound(text)
