@@ -181,6 +181,8 @@ def test_sandbox_until_done_exits_0() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sandbox: all demo tasks done" in done.stdout
     assert "Draft change request" in done.stdout
+    # The demo repository's checks ran in the jail (bubblewrap is installed by system-deps).
+    assert "`python3 -m unittest -v demo.test_greet`: passed" in done.stdout
 
 
 def dockerfile_stages(text: str) -> list[list[tuple[str, str]]]:

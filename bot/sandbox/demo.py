@@ -10,9 +10,10 @@ import threading
 from pathlib import Path
 
 from bot import log as logging_setup
-from bot.config import parse_settings
+from bot.config import JailSettings, parse_settings
 from bot.daemon import Daemon
 from bot.forge.factory import build_sources
+from bot.jail.factory import jail_problem
 from bot.llm.factory import build_llm
 from bot.sandbox.forge_server import ForgeServer
 from bot.sandbox.llm_server import LLMServer, demo_policy
@@ -22,7 +23,16 @@ DEMO_TOKEN = "sandbox-token-not-a-secret"
 
 DEMO_FILES = {
     "README.md": "# demo\n\nA tiny project used by `bot sandbox`.\n",
+    "demo/__init__.py": "",
     "demo/greet.py": 'def greet(name: str) -> str:\n    return "Hello " + name\n',
+    "demo/test_greet.py": (
+        "import unittest\n\nfrom demo.greet import greet\n\n\n"
+        "class GreetTest(unittest.TestCase):\n"
+        "    def test_punctuation(self) -> None:\n"
+        '        self.assertEqual(greet("Ann"), "Hello Ann!")\n'
+    ),
+    # The repository names its checks; the bot runs them in the jail before it publishes.
+    ".coding-agent.yml": "checks:\n  - python3 -m unittest -v demo.test_greet\n",
 }
 
 
@@ -56,7 +66,13 @@ github:
   seconds_between_writes: 0
 gitlab: {{url: "{forge_url}", token: {DEMO_TOKEN}, projects: [demo/app]}}
 llm: {{base_url: "{llm_url}", model: "{model}", context_window: 8192}}
+jail: {{enabled: {str(jail_works()).lower()}}}
 """
+
+
+def jail_works() -> bool:
+    """The demo runs its checks in bubblewrap where it can; elsewhere it says they were not run."""
+    return jail_problem(JailSettings(enabled=True)) is None
 
 
 class ThreadPrinter:

@@ -90,9 +90,13 @@ def demo_policy() -> Policy:
         ("finish", {"summary": "greet() now ends with an exclamation mark (demo/greet.py)."}),
     ]
 
+    test = ("run_command", {"command": "python3 -m unittest -q demo.test_greet"})
+
     def policy(request: dict[str, Any]) -> Reply:
-        step = min(count_tool_results(request), len(script) - 1)
-        return {"tool_calls": [script[step]]}
+        tools = {t["function"]["name"] for t in request.get("tools") or []}
+        steps = [*script[:3], test, *script[3:]] if "run_command" in tools else script
+        step = min(count_tool_results(request), len(steps) - 1)
+        return {"tool_calls": [steps[step]]}
 
     return policy
 
