@@ -213,6 +213,9 @@ class JailSettings(_Frozen):
     work_dir: Path | None = None
     # As root, each command runs as its own uid from this block (rlimits bind per uid).
     uid_base: int = Field(default=1_000_000_000, ge=1000, le=4_000_000_000)
+    # Whether `.coding-agent.yml` may ask for the network during setup (`setup_network`); the
+    # daemon's own `repositories` entries may always.
+    allow_repo_setup_network: bool = False
     # Extra model turns to fix failing checks before the request is opened anyway.
     max_fix_turns: int = Field(default=3, ge=0, le=20)
     # Per repository ("owner/name"); `.coding-agent.yml` in the repository adds to these when

@@ -30,8 +30,13 @@ def checks_for(
     if text is None:
         return RepoChecks()
     try:
-        return RepoChecks.model_validate(yaml.safe_load(text) or {})
+        found = RepoChecks.model_validate(yaml.safe_load(text) or {})
     except (yaml.YAMLError, ValidationError, TypeError) as exc:
         first = str(exc).splitlines()[0][:200]
         log.warning("repo_checks_invalid", repo=repo, file=REPO_FILE, error=first)
         return RepoChecks()
+    if found.setup_network and not settings.allow_repo_setup_network:
+        # The network is the operator's to give: a repository file cannot open it alone.
+        log.warning("repo_setup_network_refused", repo=repo, file=REPO_FILE)
+        return found.model_copy(update={"setup_network": False})
+    return found

@@ -118,3 +118,10 @@ def test_configuration_wins_over_the_repository_file() -> None:
 def test_an_invalid_repository_file_is_ignored() -> None:
     for text in ("checks: 3\n", "- a\n- b\n", "checks: [a\n", "chekcs: [a]\n"):
         assert checks_for(JailSettings(), "a/b", {".coding-agent.yml": text}.get) == RepoChecks()
+
+
+def test_a_repository_file_cannot_open_the_network_alone() -> None:
+    read = {".coding-agent.yml": "setup: [pip install .]\nsetup_network: true\n"}.get
+    assert checks_for(JailSettings(), "a/b", read).setup_network is False
+    allowed = JailSettings(allow_repo_setup_network=True)
+    assert checks_for(allowed, "a/b", read).setup_network is True

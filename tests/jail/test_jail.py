@@ -278,3 +278,23 @@ def test_the_jail_dies_with_the_daemon(snapshot: Path, tmp_path: Path) -> None:
     finally:
         parent.kill()
         subprocess.run(["pkill", "-f", f"sleep {marker}"], check=False)
+
+
+def test_a_repository_link_pointing_outside_leads_nowhere(
+    jail: Jail, snapshot: Path, tmp_path: Path
+) -> None:
+    """The repository's own symbolic links are recreated in the working copy (scripts rely on
+    them); one pointing at a host secret resolves inside the jail's view, where it is absent."""
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host secret\n")
+    links = {"leak.txt": str(secret), "etc-link": "/etc"}
+    work = jail.work_copy(snapshot, {}, links=links, executables=["src/app.py"])
+    try:
+        result = jail.run("cat leak.txt; ls etc-link/shadow; test -x src/app.py && echo exec", work)
+        fold = work.collect({})
+    finally:
+        work.remove()
+    output = text(result)
+    assert "host secret" not in output and "No such file" in output
+    assert output.split()[-1] == "exec"  # the executable bit came along
+    assert fold.changes == {} and fold.skipped == []  # the repository's own links are no change
