@@ -184,7 +184,8 @@ class ForgeServer:
     def start(self) -> ForgeServer:
         for httpd in (self._httpd, self._codeload):
             if httpd is not None:
-                thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+                # A short poll interval: stop() (every test's teardown) waits for one.
+                thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
                 thread.start()
                 self._threads.append(thread)
         return self

@@ -125,7 +125,8 @@ class LLMServer:
         return f"http://{host!s}:{port}/v1"
 
     def start(self) -> LLMServer:
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        # A short poll interval: stop() (every test's teardown) waits for one.
+        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def stop(self) -> None:
