@@ -32,7 +32,8 @@ def plan_jobs(
 ) -> list[Job]:
     """The state on disk is the truth; labels say what people want.
 
-    - no state, trigger or processing label: start (processing without state: start over);
+    - no state, trigger or processing label, or a writer's mention: start (processing without
+      state: start over);
     - running (the daemon died or was stopped) or paused: resume / re-check the controls;
     - finished, trigger label added again or `/bot` from a writer (`handed_back`): a new run;
     - finished with a closing comment or label change still owed: finish that.
@@ -64,10 +65,10 @@ def _job_for(
     key = summary.key
     if state is None:
         wanted = {labels.trigger, labels.processing} & summary.labels
-        return Job(key, fresh=True) if wanted else None
+        return Job(key, fresh=True) if wanted or summary.mentioned else None
     if not state.status.terminal:
         return Job(key, fresh=False)
-    if labels.trigger in summary.labels or handed_back(key, state):
+    if labels.trigger in summary.labels or summary.mentioned or handed_back(key, state):
         return Job(key, fresh=True)
     if state.pending_post is not None or state.labels_applied != state.status:
         return Job(key, fresh=False)

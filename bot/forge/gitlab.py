@@ -21,6 +21,7 @@ import gitlab
 import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
+from bot.forge import gitlab_discovery
 from bot.forge._util import TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
 from bot.forge.pacing import WindowPacer
@@ -54,6 +55,7 @@ _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
 CLOCK_SKEW = timedelta(minutes=5)
 DEFAULT_RATE_LIMIT_WAIT = 60.0
 RESET_MARGIN = 0.5
+LABEL_COLOR = "#ededed"
 
 
 class _Client(gitlab.Gitlab):
@@ -131,6 +133,7 @@ class GitLabForge:
         self._permissions: TTLCache[tuple[str, str], Permission] = TTLCache(permission_ttl)
         self._user_ids: TTLCache[str, int] = TTLCache(permission_ttl * 6)
         self._me: User | None = None
+        self._labels_ready: set[tuple[str, str]] = set()
 
     def _call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
         return self._policy.call(operation, fn, self._translate, idempotent=idempotent)
@@ -161,6 +164,17 @@ class GitLabForge:
         else:
             self._incremental_scan(repo, scan)
         return sorted(scan.found.values(), key=lambda s: s.key)
+
+    def list_tasks_across(self, repos: Sequence[str]) -> tuple[list[TaskSummary], list[str]]:
+        """Candidates in all of `repos` through group listings (cost per group, not per
+        project); the projects they could not cover, to be listed one by one."""
+        return gitlab_discovery.list_across(
+            self._gl, self._call, _summary, repos, self._watch_labels, self._watch_assigned
+        )
+
+    def mentioned_tasks(self, repos: Sequence[str]) -> list[TaskSummary]:
+        """Open threads of `repos` where a writer mentioned the bot (its To-Do items)."""
+        return gitlab_discovery.mentioned(self._gl, self._call, _summary, self.permission, repos)
 
     def _full_scan(self, repo: str) -> dict[TaskKey, TaskSummary]:
         queries: list[dict[str, Any]] = [{"labels": label} for label in self._watch_labels]
@@ -259,11 +273,30 @@ class GitLabForge:
 
     def add_labels(self, key: TaskKey, labels: Sequence[str]) -> None:
         if labels:
+            self._ensure_labels(key.repo, labels)
             self._update_labels(key, {"add_labels": ",".join(labels)})
 
     def remove_labels(self, key: TaskKey, labels: Sequence[str]) -> None:
         if labels:
             self._update_labels(key, {"remove_labels": ",".join(labels)})
+
+    def _ensure_labels(self, repo: str, labels: Sequence[str]) -> None:
+        """Create each label in the project the first time it is used; 409 `Label already
+        exists` is fine (docs.gitlab.com/api/labels, "Create a new label")."""
+        manager = self._gl.projects.get(repo, lazy=True).labels
+        for name in labels:
+            if (repo, name) in self._labels_ready:
+                continue
+
+            def create(name: str = name) -> None:
+                try:
+                    manager.create({"name": name, "color": LABEL_COLOR})
+                except GitlabError as exc:
+                    if exc.response_code not in (403, 409):  # 403: may not create; adding may work
+                        raise
+
+            self._call("create_label", create, idempotent=False)
+            self._labels_ready.add((repo, name))
 
     def _update_labels(self, key: TaskKey, change: dict[str, str]) -> None:
         manager = self._thread_manager(key)

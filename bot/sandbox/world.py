@@ -167,6 +167,8 @@ class World:
         self.users: dict[str, SUser] = {}
         self.repos: dict[tuple[str, str], SRepo] = {}
         self._ids = itertools.count(1001)
+        # Called after every new comment (API or seeded): the emulator's notifications and to-dos.
+        self.comment_hooks: list[Callable[[SRepo, SThread, SComment], None]] = []
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -272,6 +274,8 @@ class World:
             comment = SComment(self.next_id(), self.user(author), body, now, now, system, review)
             thread.comments.append(comment)
             thread.updated_at = now
+            for hook in self.comment_hooks:
+                hook(self.repo(platform, path), thread, comment)
             return comment
 
     def edit_comment(self, comment_id: int, body: str) -> SComment:
