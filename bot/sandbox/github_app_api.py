@@ -82,6 +82,10 @@ class AppEmulator:
             self.world.repo("github", repo).roles[self.bot.login] = "write"
         return installation.id
 
+    def issued_tokens(self) -> list[str]:
+        with self._lock:
+            return list(self._tokens)
+
     def expire_tokens(self) -> None:
         """Every issued token expires now (as an hour passing would do)."""
         with self._lock:

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
-from bot.sandbox.forge_server import HttpError, Request, Response, Route
+from bot.sandbox.forge_server import HttpError, Request, Response, Route, paginate
 from bot.sandbox.github_api import issue_json, label_json, repo_json
 from bot.sandbox.world import SRepo, SThread
 
@@ -100,7 +100,9 @@ def routes(server: ForgeServer) -> list[Route]:
             for thread in sorted(repo.threads.values(), key=lambda t: -t.updated_at.timestamp())
             if _matches(repo, thread, terms)
         ]
-        return Response(body=items, paginate=True)
+        page, headers = paginate(req, items)
+        body = {"total_count": len(items), "incomplete_results": False, "items": page}
+        return Response(body=body, headers=headers)
 
     def list_notifications(req: Request, m: re.Match[str]) -> Response:
         assert req.user is not None
