@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -29,6 +30,7 @@ from bot.jail.factory import jail_problem
 from bot.llm.factory import build_llm
 from bot.metrics import Metrics
 from bot.notify import Notifier
+from bot.prune import parse_duration, prune
 from bot.state import StateError, StateStore
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
@@ -52,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="list tasks in the state dir")
     status.add_argument("-c", "--config", type=Path, required=True)
+
+    prune_ = commands.add_parser("prune", help="remove finished tasks older than a duration")
+    prune_.add_argument("-c", "--config", type=Path, required=True)
+    prune_.add_argument("--older-than", required=True, metavar="DURATION", help="e.g. 30d, 12h, 2w")
+    prune_.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
 
     health = commands.add_parser("healthcheck", help="exit 0 if the daemon is alive and polling")
     health.add_argument("-c", "--config", type=Path, required=True)
@@ -83,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _healthcheck(load_settings(args.config))
         if args.command == "status":
             return _status(load_settings(args.config))
+        if args.command == "prune":
+            return _prune(load_settings(args.config), args.older_than, args.dry_run)
         if args.command == "context":
             return _context(_load(args.config, quiet=True), args.task, args.json)
         settings = _load(args.config)
@@ -149,9 +158,11 @@ def _healthcheck(settings: Settings) -> int:
 
 
 def _status(settings: Settings) -> int:
-    states = StateStore(settings.state_dir).all_states()
+    states, unreadable = StateStore(settings.state_dir).scan()
+    for bad in unreadable:
+        print(f"unreadable: {bad.path}: {bad.reason}")
     if not states:
-        print(f"no tasks in {settings.state_dir}")
+        print(f"no {'readable ' if unreadable else ''}tasks in {settings.state_dir}")
         return EXIT_OK
     width = max(len(s.key) for s in states)
     print(f"{'task':<{width}}  {'status':<8} {'run':>3} {'step':>4} {'tokens':>8}  last activity")
@@ -159,6 +170,28 @@ def _status(settings: Settings) -> int:
         counts = f"{s.run:>3} {s.step:>4} {s.usage.total:>8}"
         print(f"{s.key:<{width}}  {s.status.value:<8} {counts}  {s.updated_at}")
     return EXIT_OK
+
+
+def _prune(settings: Settings, older_than: str, dry_run: bool) -> int:
+    try:
+        age = parse_duration(older_than)
+    except ValueError as exc:
+        print(f"bot: --older-than: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    result = prune(StateStore(settings.state_dir), age, datetime.now(UTC), dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for key in result.removed:
+        print(f"{verb} {key}")
+    for key in result.busy:
+        print(f"kept {key}: being worked on")
+    for failure in result.failed:
+        print(f"failed {failure}", file=sys.stderr)
+    mb = result.freed_bytes / 1e6
+    print(
+        f"{verb} {len(result.removed)} finished tasks and {result.old_run_files} files of earlier"
+        f" runs older than {older_than} ({mb:.1f} MB)"
+    )
+    return EXIT_FAILURE if result.failed else EXIT_OK
 
 
 def run_daemon(settings: Settings, *, once: bool) -> int:

@@ -244,6 +244,12 @@ class JailSettings(_Frozen):
     repositories: dict[str, RepoChecks] = Field(default_factory=dict)
 
 
+class CacheSettings(_Frozen):
+    # Repository snapshots (`state_dir/cache/snapshots`) are evicted least-recently-used down
+    # to this size; a snapshot in use by a running task is never evicted.
+    max_snapshot_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=0)
+
+
 class Settings(_Frozen):
     state_dir: Path = Path("./state")
     poll_interval_seconds: int = Field(default=60, ge=5)
@@ -258,6 +264,7 @@ class Settings(_Frozen):
     metrics: MetricsSettings | None = None
     health: HealthSettings = HealthSettings()
     jail: JailSettings = JailSettings()
+    cache: CacheSettings = CacheSettings()
 
     @model_validator(mode="after")
     def _some_source(self) -> Settings:

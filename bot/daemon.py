@@ -14,6 +14,7 @@ from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MISSED, JobExecutionEv
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.agent.runner import Deps, Outcome, TaskRunner
+from bot.agent.snapshot import pin_scope
 from bot.comments import Identity, Trust
 from bot.config import Settings
 from bot.context.tokens import TokenCounter, encoding_for
@@ -29,6 +30,7 @@ from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.notify import Notifier
 from bot.state import DaemonLock, StateStore, Status, TaskBusy, TaskState
+from bot.task_index import TaskIndex
 
 log = get_logger(__name__)
 
@@ -93,6 +95,7 @@ class Daemon:
         self.heartbeat = HeartbeatWriter(settings.state_dir)
         self._last_poll = "never"
         self.store = StateStore(settings.state_dir)
+        self.index = TaskIndex(self.store)  # a poll reads only the task files that changed
         self._lock = DaemonLock(settings.state_dir)
         self._pool = ThreadPoolExecutor(settings.max_concurrent_tasks, thread_name_prefix="task")
         self._in_flight: dict[str, Future[Outcome]] = {}
@@ -164,15 +167,16 @@ class Daemon:
         if self.stop.is_set():
             return
         platform = worker.source.forge.platform
-        saved = self.store.all_states()  # read once per poll: for the plan and the metrics
+        view = self.index.refresh()  # once per poll: for the plan and the metrics
+        saved = self.index.active_states(view)
         try:
             result = discover(worker.source)
         except Exception as exc:
-            self._record_poll(worker, saved, ok=False, error=f"{type(exc).__name__}: {exc}")
+            self._record_poll(worker, view.counts(), ok=False, error=f"{type(exc).__name__}: {exc}")
             raise  # the job queue's error handler logs it with its traceback
         failed = ", ".join(result.failed_repos)
         self._record_poll(
-            worker, saved, ok=not failed, error=f"failed: {failed}" if failed else None
+            worker, view.counts(), ok=not failed, error=f"failed: {failed}" if failed else None
         )
         jobs = plan_jobs(
             result.tasks,
@@ -195,7 +199,7 @@ class Daemon:
             return False
 
     def _record_poll(
-        self, worker: _Worker, saved: list[TaskState], ok: bool, error: str | None
+        self, worker: _Worker, counts: Counter[str], ok: bool, error: str | None
     ) -> None:
         platform = worker.source.forge.platform.value
         self._last_poll = datetime.now(UTC).strftime("%H:%M:%SZ") + ("" if ok else " (failed)")
@@ -203,12 +207,11 @@ class Daemon:
         remaining = getattr(worker.source.forge, "rate_limit_remaining", lambda: None)()
         if remaining is not None:
             self.metrics.rate_limit_remaining.labels(platform).set(remaining)
-        self._count_tasks(saved)
+        self._count_tasks(counts)
         self.heartbeat.poll(ok, error, running=len(self.in_flight()))
 
-    def _count_tasks(self, saved: list[TaskState] | None = None) -> None:
-        states = self.store.all_states() if saved is None else saved
-        counts = Counter(state.status.value for state in states)
+    def _count_tasks(self, counts: Counter[str] | None = None) -> None:
+        counts = self.index.refresh().counts() if counts is None else counts
         for status in Status:
             self.metrics.tasks.labels(status.value).set(counts.get(status.value, 0))
 
@@ -227,7 +230,8 @@ class Daemon:
 
     def _work(self, worker: _Worker, job: Job) -> Outcome:
         try:
-            outcome = worker.runner.run(job.key, fresh=job.fresh)
+            with pin_scope():  # the task's snapshots may be evicted once the run is over
+                outcome = worker.runner.run(job.key, fresh=job.fresh)
             self._count_tasks()
             return outcome
         except TaskBusy:

@@ -15,6 +15,7 @@ import fcntl
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -106,6 +107,9 @@ class TaskState(BaseModel):
     commit_sha: str | None = None
     change_request_url: str | None = None
     previous_summary: str | None = None
+    # A finished task's changeset lives in this file beside task.json (kept for audit), so that
+    # the task.json of a finished task stays small.
+    changes_file: str | None = None
     created_at: str = Field(default_factory=now_iso)
     updated_at: str = Field(default_factory=now_iso)
 
@@ -212,7 +216,15 @@ class StateStore:
         state.updated_at = now_iso()
         directory = self.task_dir(state.task_key())
         directory.mkdir(parents=True, exist_ok=True)
-        atomic_write(directory / "task.json", state.model_dump_json(indent=1).encode("utf-8"))
+        atomic_write(directory / "task.json", _serialize(directory, state))
+
+    def archived_changes(self, state: TaskState) -> dict[str, str | None]:
+        """The changeset of a finished task: moved out of its task.json when it finished."""
+        if state.changes or state.changes_file is None:
+            return dict(state.changes)
+        path = self.task_dir(state.task_key()) / state.changes_file
+        data: dict[str, str | None] = json.loads(path.read_bytes())
+        return data
 
     def conversation(self, key: TaskKey) -> Conversation:
         directory = self.task_dir(key)
@@ -226,13 +238,20 @@ class StateStore:
             os.replace(path, path.with_name(f"conversation.run{run}.jsonl"))
 
     def all_states(self) -> list[TaskState]:
-        states = []
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[TaskState], list[Unreadable]]:
+        """Every task file, read and parsed; one bad file does not hide the rest, it is named."""
+        states: list[TaskState] = []
+        unreadable: list[Unreadable] = []
         for path in sorted((self.root / "tasks").glob("*/*/*/task.json")):
             try:
-                states.append(TaskState.model_validate_json(path.read_bytes()))
-            except (OSError, ValidationError):
-                continue  # reported by `bot status`; one bad file must not hide the rest
-        return states
+                states.append(parse_state(path.read_bytes()))
+            except OSError as exc:
+                unreadable.append(Unreadable(path, f"cannot read: {exc.strerror}"))
+            except StateError as exc:
+                unreadable.append(Unreadable(path, str(exc)))
+        return states, unreadable
 
     @contextlib.contextmanager
     def task_lock(self, key: TaskKey) -> Iterator[None]:
@@ -240,6 +259,37 @@ class StateStore:
         directory.mkdir(parents=True, exist_ok=True)
         with _flock(directory / "lock", f"task {key} is being worked on", TaskBusy):
             yield
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    path: Path
+    reason: str
+
+
+def parse_state(raw: bytes) -> TaskState:
+    """A task.json's content; StateError names what is wrong (never its values)."""
+    try:
+        return TaskState.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        if first["type"] == "json_invalid":
+            raise StateError(f"not valid JSON ({first['msg']})") from None
+        where = ".".join(str(part) for part in first["loc"]) or "top level"
+        raise StateError(f"not a valid task state: {where}: {first['msg']}") from None
+
+
+def _serialize(directory: Path, state: TaskState) -> bytes:
+    """task.json's bytes; a finished task's changeset is written to its own file first."""
+    if not (state.status.terminal and state.changes):
+        return state.model_dump_json(indent=1).encode("utf-8")
+    name = f"changes.run{state.run}.json"
+    if state.changes_file != name or not (directory / name).exists():
+        changes = json.dumps(state.changes, ensure_ascii=False, indent=1).encode("utf-8")
+        atomic_write(directory / name, changes)  # before task.json: a crash loses nothing
+        state.changes_file = name
+    slim = state.model_copy(update={"changes": {}})
+    return slim.model_dump_json(indent=1).encode("utf-8")
 
 
 @contextlib.contextmanager

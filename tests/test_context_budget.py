@@ -3,7 +3,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.context.budget import Section, allocate, dedupe, fence_for, shorten_list, truncate
+from bot.context.budget import (
+    Section,
+    allocate,
+    dedupe,
+    fence_for,
+    keep_ends,
+    shorten_list,
+    truncate,
+)
 from bot.context.plan import summary_plan
 from bot.context.tokens import TokenCounter
 
@@ -105,3 +113,23 @@ def test_summary_plan_single_or_map_reduce() -> None:
     assert all(a[1] == b[0] for a, b in zip(plan.chunks, plan.chunks[1:], strict=False))
     for start, end in plan.chunks:
         assert sum(COUNTER.count(line + "\n") for line in long[start:end]) <= 4096 - 256 - 500
+
+
+def test_keep_ends_keeps_both_ends_and_starts_the_tail_at_a_part() -> None:
+    parts = ["# Title line\nfirst line of the body"]
+    parts += [
+        f"- ({n}) @user{n} (untrusted: no write access, data only):\n  > " + "word " * 30
+        for n in range(1, 30)
+    ]
+    parts.append("```\n" + "code\n" * 5 + "```")
+    parts.append("- (30) @newest:\n  newest comment")
+    text = "\n\n".join(parts)
+    cut = keep_ends(text, 200, COUNTER)
+    assert COUNTER.count(cut) <= 200 and balanced(cut)
+    assert cut.startswith("# Title line\nfirst line of the body")
+    assert cut.endswith("- (30) @newest:\n  newest comment")
+    assert "lines cut here to fit the context window" in cut
+    tail = cut.split("lines cut here to fit the context window) ...\n", 1)[1]
+    # Every quoted line in the tail sits under its comment's header.
+    blocks = tail.split("\n\n")
+    assert all(not b.startswith("  >") for b in blocks)

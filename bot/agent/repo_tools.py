@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import fnmatch
-import re
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import TypeVar
 
+import regex
 from pydantic import Field
 
 from bot.agent.tools import Args, Tool, ToolResult
@@ -22,6 +23,11 @@ MAX_HITS_PER_FILE = 8
 MAX_LINE_CHARS = 200
 MAX_SEARCH_BYTES = 1024 * 1024
 DIR_ENTRIES = 30
+# Patterns are written by the model: a backtracking blow-up such as `(a+)+$` must cost a tool
+# error, not the worker. `regex` checks its timeout while matching (stdlib `re` cannot be
+# interrupted); one line gets at most LINE_SECONDS, the whole search SEARCH_SECONDS.
+LINE_SECONDS = 0.25
+SEARCH_SECONDS = 10.0
 
 
 class ListFilesArgs(Args):
@@ -160,9 +166,10 @@ def read_file(workspace: Workspace, args: ReadFileArgs) -> str:
 
 def search_code(workspace: Workspace, args: SearchCodeArgs) -> str:
     try:
-        regex = re.compile(args.pattern)
-    except re.error as exc:
+        compiled = regex.compile(args.pattern)
+    except (regex.error, OverflowError, RecursionError) as exc:
         raise WorkspaceError(f"error: bad regular expression: {exc}") from None
+    deadline = time.monotonic() + SEARCH_SECONDS
     results: list[str] = []
     files = 0
     total_hits = 0
@@ -174,7 +181,7 @@ def search_code(workspace: Workspace, args: SearchCodeArgs) -> str:
             continue
         hits: dict[str, int] = {}
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
-            if regex.search(line):
+            if _matches(compiled, line, deadline, args.pattern, entry.path, number):
                 text = line.strip()[:MAX_LINE_CHARS]
                 hits.setdefault(text, number)  # identical lines reported once
         if not hits:
@@ -194,6 +201,23 @@ def search_code(workspace: Workspace, args: SearchCodeArgs) -> str:
     if files > MAX_SEARCH_FILES:
         header += f" (showing {MAX_SEARCH_FILES}; narrow path_glob to see the rest)"
     return header + "\n\n" + "\n\n".join(results)
+
+
+def _matches(
+    compiled: regex.Pattern[str], line: str, deadline: float, pattern: str, path: str, number: int
+) -> bool:
+    left = deadline - time.monotonic()
+    try:
+        if left <= 0:
+            raise TimeoutError
+        return compiled.search(line, timeout=min(LINE_SECONDS, left)) is not None
+    except TimeoutError:
+        why = "one line" if left > LINE_SECONDS else "the whole search"
+        raise WorkspaceError(
+            f"error: /{pattern}/ took too long on {why} (stopped at {path}:{number}); the"
+            " pattern backtracks catastrophically or the search is too wide: simplify it"
+            " (avoid nested repetition such as (a+)+) or narrow path_glob"
+        ) from None
 
 
 def _glob(path: str, pattern: str) -> bool:

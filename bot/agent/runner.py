@@ -20,10 +20,12 @@ from typing import NoReturn
 import structlog
 
 from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
+from bot.agent.instructions import author_trusted, repository_instructions
 from bot.agent.pinning import pin
 from bot.agent.plan_tool import plan_tool
 from bot.agent.publish import publish
 from bot.agent.repo_tools import repo_tools
+from bot.agent.shrink import StillTooLong, WindowCap, complete_or_shrink
 from bot.agent.tools import (
     Toolbox,
     ToolResult,
@@ -36,7 +38,7 @@ from bot.agent.workspace import Workspace
 from bot.comments import CommentDetectionManager, Identity, NewComment, Trust
 from bot.config import Settings
 from bot.context.budget import truncate
-from bot.context.engine import agent_rules, initial_context
+from bot.context.engine import initial_context, opening_budget
 from bot.context.tokens import TokenCounter
 from bot.context.window import WindowTooSmall, fit
 from bot.controls import Decision, decide, split_commands
@@ -135,6 +137,7 @@ class _Run:
         )
         self.poster = Poster(self.forge, key, deps.identity.login, self.store, self.state)
         self.thread: Thread | None = None
+        self.window_cap = WindowCap()  # lowered when the endpoint refuses a request as too long
         self._workspace: Workspace | None = None
         self.toolbox = self._tools()
 
@@ -235,19 +238,20 @@ class _Run:
         existing = self.detector.initialize()
         talk = split_commands(existing).talk  # old commands are history, not orders
         workspace = self.workspace()
-        system = self._system_prompt(workspace)
+        trusted = author_trusted(self.forge, thread, self.detector.trust)
+        system = self._system_prompt(workspace, thread, trusted)
         counter = self.deps.counter
         tools_tokens = counter.tools([s.openai() for s in self.toolbox.specs()])
-        # Half of what the system prompt and tool schemas leave; the rest is for the work.
-        room = self._budget() - counter.count(system) - tools_tokens
+        fixed = counter.count(system) + tools_tokens
         opening = initial_context(
             thread,
             self.detector.deliverable(talk),
             workspace,
             counter,
-            max(room // 2, 128),
+            opening_budget(self._budget(), fixed),
             previous=self.state.previous_summary,
             base=target_workspace(self.forge, thread, self.state.base_sha, self.settings),
+            author_trusted=trusted,
         )
         log.info("context_plan", **opening.plan.log_fields())
         self.conversation.append({"role": "system", "content": system, "kind": "system"})
@@ -392,10 +396,20 @@ class _Run:
 
     def _budget(self) -> int:
         """Tokens a request may use: the window minus the room kept for the answer."""
-        return self.settings.llm.context_window - self.settings.llm.reserve_output_tokens
+        llm = self.settings.llm
+        return self.window_cap.limit(llm.context_window - llm.reserve_output_tokens)
 
-    def _system_prompt(self, workspace: Workspace) -> str:
-        rules = agent_rules(workspace, self.deps.counter, self._budget() // 8)
+    def _system_prompt(self, workspace: Workspace, thread: Thread, trusted: bool) -> str:
+        assert self.state.base_sha is not None
+        rules = repository_instructions(
+            self.forge,
+            thread,
+            self.state.base_sha,
+            workspace,
+            trusted,
+            self.deps.counter,
+            self._budget() // 8,
+        )
         return load_prompt("system.md").format(
             bot_login=self.deps.identity.login,
             task_ref=str(self.key),
@@ -431,13 +445,21 @@ class _Run:
             summarized = len(messages) > 2 and str(messages[2].get("content")).startswith(
                 SUMMARY_HEADER
             )
-            fitted = fit(
-                messages, self._budget(), self.deps.counter, tools_tokens, 3 if summarized else 2
-            )
+            pinned = 3 if summarized else 2
+            fitted = fit(messages, self._budget(), self.deps.counter, tools_tokens, pinned)
         except WindowTooSmall as exc:
             self._fail(str(exc))
         try:
-            reply = self.deps.llm.complete(fitted.messages, specs)
+            # A "too long" refusal from the endpoint: shrink the request and retry, once.
+            reply, fitted = complete_or_shrink(
+                self.deps.llm,
+                fitted,
+                specs,
+                lambda limit: fit(messages, limit, self.deps.counter, tools_tokens, pinned),
+                self.window_cap,
+            )
+        except StillTooLong as exc:
+            self._fail(str(exc))
         except LLMFatal as exc:
             self._fail(f"the model endpoint refused the request: {exc}")
         except LLMError as exc:

@@ -9,11 +9,15 @@ files are skipped, and the file count and total size are capped; what is skipped
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import tarfile
 import tempfile
 import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -145,3 +149,200 @@ def _write(dest: Path, relative: PurePosixPath, data: bytes, skipped: list[str])
     except (NotADirectoryError, IsADirectoryError, FileExistsError):
         # A file and a directory of the same name (e.g. a link stub in the way).
         skipped.append(f"{relative}: conflicts with another entry")
+
+
+# -- the cache: pinned while in use, evicted least-recently-used to a size --------------------
+#
+# `cache/snapshot-use/<sha>` belongs to `cache/snapshots/<sha>/`: a task using the snapshot
+# holds a shared flock on it (the kernel drops it if the process dies), its mtime is the last
+# use, and its content the snapshot's size in bytes. Eviction takes the exclusive lock without
+# waiting, so a snapshot in use is never evicted, by this process or another one.
+
+USE_DIR = "snapshot-use"
+_EVICT_LOCK = ".evict.lock"
+_STALE_PARTIAL_SECONDS = 24 * 3600
+_scope = threading.local()
+
+
+class Pin:
+    """A shared lock on one snapshot for as long as a task uses it."""
+
+    def __init__(self, cache: Path, sha: str) -> None:
+        self.path = cache / USE_DIR / sha
+        self._fd: int | None = None
+        self.acquire()
+        pins = getattr(_scope, "pins", None)
+        if pins is not None:
+            pins.append(self)
+
+    def acquire(self) -> None:
+        """(Again) when the use file was replaced: eviction deletes it under its lock."""
+        if self._fd is not None and _same_file(self._fd, self.path):
+            return
+        self.release()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_SH)  # eviction holds the exclusive lock for a rename
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)  # evicted meanwhile: lock the new file instead
+        self._fd = fd
+        os.utime(fd)  # last use, for least-recently-used eviction
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.utime(self._fd)  # the end of a use is its last use
+            os.close(self._fd)
+            self._fd = None
+
+
+@contextlib.contextmanager
+def pin_scope() -> Iterator[None]:
+    """Every snapshot pinned by this thread inside the block is released when it ends (a
+    daemon worker wraps each task run in one); outside a scope a pin lasts as long as the
+    workspace that holds it."""
+    outer = getattr(_scope, "pins", None)
+    _scope.pins = []
+    try:
+        yield
+    finally:
+        for pin in _scope.pins:
+            pin.release()
+        _scope.pins = outer
+
+
+def pinned_snapshot(
+    forge: Forge, repo: str, sha: str, cache: Path, limits: Limits, max_cache_bytes: int
+) -> tuple[Path, Pin]:
+    """The snapshot, pinned, and the cache evicted down to `max_cache_bytes` around it."""
+    pin = Pin(cache, sha)
+    try:
+        root = refetch(forge, repo, sha, cache, limits, pin)
+        evict(cache, max_cache_bytes)
+    except BaseException:
+        pin.release()
+        raise
+    return root, pin
+
+
+def refetch(forge: Forge, repo: str, sha: str, cache: Path, limits: Limits, pin: Pin) -> Path:
+    """The pinned snapshot, downloaded again if it is missing (evicted or deleted)."""
+    pin.acquire()
+    root = snapshot(forge, repo, sha, cache, limits)
+    _size(cache, sha)  # recorded once, while pinned
+    return root
+
+
+def evict(cache: Path, max_bytes: int) -> list[str]:
+    """Delete least-recently-used snapshots not in use until the cache holds `max_bytes` or
+    less; returns the SHAs evicted."""
+    snapshots = cache / "snapshots"
+    if not snapshots.is_dir():
+        return []
+    (cache / USE_DIR).mkdir(parents=True, exist_ok=True)
+    evicted: list[str] = []
+    with _exclusive(cache / USE_DIR / _EVICT_LOCK):  # one evictor at a time
+        _drop_stale_partials(snapshots)
+        entries = [(_last_use(cache, p.name), p.name) for p in _complete(snapshots)]
+        total = sum(_size(cache, sha) for _, sha in entries)
+        for _, sha in sorted(entries):
+            if total <= max_bytes:
+                break
+            size = _size(cache, sha)
+            if _evict_one(cache, sha):
+                evicted.append(sha)
+                total -= size
+    if evicted:
+        log.info("snapshots_evicted", shas=evicted, cache_bytes=total, limit=max_bytes)
+    return evicted
+
+
+def _evict_one(cache: Path, sha: str) -> bool:
+    use = cache / USE_DIR / sha
+    fd = os.open(use, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # in use by a running task
+        doomed = cache / "snapshots" / f".{sha}.evicted-{os.getpid()}"
+        try:
+            os.replace(cache / "snapshots" / sha, doomed)  # gone in one step for every reader
+        except FileNotFoundError:
+            return False  # deleted meanwhile by someone else
+        finally:
+            use.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+    shutil.rmtree(doomed, ignore_errors=True)
+    return True
+
+
+def _complete(snapshots: Path) -> list[Path]:
+    return [
+        p for p in snapshots.iterdir() if not p.name.startswith(".") and (p / COMPLETE).exists()
+    ]
+
+
+def _last_use(cache: Path, sha: str) -> float:
+    for path in (cache / USE_DIR / sha, cache / "snapshots" / sha / COMPLETE):
+        try:
+            return path.stat().st_mtime
+        except FileNotFoundError:
+            continue
+    return 0.0
+
+
+def _size(cache: Path, sha: str) -> int:
+    use = cache / USE_DIR / sha
+    try:
+        return int(use.read_text(encoding="ascii"))
+    except (FileNotFoundError, ValueError):
+        pass
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(cache / "snapshots" / sha):
+        for name in filenames:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    try:
+        mtime = use.stat().st_mtime
+        use.write_text(str(total), encoding="ascii")
+        os.utime(use, (mtime, mtime))  # recording the size is not a use
+    except FileNotFoundError:
+        fd = os.open(use, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, str(total).encode())
+        os.close(fd)
+    return total
+
+
+def _drop_stale_partials(snapshots: Path) -> None:
+    """Downloads a crashed process left behind (`.<sha>.*.partial`, `.<sha>.evicted-*`)."""
+    now = time.time()
+    for path in snapshots.iterdir():
+        if not path.name.startswith("."):
+            continue
+        with contextlib.suppress(OSError):
+            if now - path.stat().st_mtime > _STALE_PARTIAL_SECONDS:
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink()
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -3,8 +3,11 @@ snapshot for a request's diff, and the thread's comments by number."""
 
 from __future__ import annotations
 
+import weakref
+from pathlib import Path
+
 from bot.agent.protected import PathGuard
-from bot.agent.snapshot import Limits, snapshot
+from bot.agent.snapshot import Limits, pinned_snapshot, refetch
 from bot.agent.workspace import Workspace
 from bot.comments import Trust
 from bot.config import Settings
@@ -13,16 +16,33 @@ from bot.context.render import NumberedComment, comment_line
 from bot.context.tokens import TokenCounter
 from bot.forge.base import Forge
 from bot.forge.types import TaskKey, Thread
+from bot.log import get_logger
+
+log = get_logger(__name__)
 
 
 def task_workspace(
     forge: Forge, key: TaskKey, sha: str, changes: dict[str, str | None], settings: Settings
 ) -> Workspace:
-    """The pinned snapshot (cached by SHA) with the task's changeset on top."""
+    """The pinned snapshot (cached by SHA) with the task's changeset on top.
+
+    The snapshot stays pinned (never evicted) while the workspace is in use: until the
+    daemon's pin scope for the task run ends, or the workspace is collected.
+    """
     agent = settings.agent
     limits = Limits(max_files=agent.snapshot_max_files, max_total_bytes=agent.snapshot_max_bytes)
-    root = snapshot(forge, key.repo, sha, settings.state_dir / "cache", limits)
-    return Workspace(root, changes, PathGuard.for_repo(agent, key.repo))
+    cache = settings.state_dir / "cache"
+    root, pin = pinned_snapshot(
+        forge, key.repo, sha, cache, limits, settings.cache.max_snapshot_bytes
+    )
+
+    def again() -> Path:
+        log.warning("snapshot_missing", sha=sha, action="downloading it again")
+        return refetch(forge, key.repo, sha, cache, limits, pin)
+
+    workspace = Workspace(root, changes, PathGuard.for_repo(agent, key.repo), refetch=again)
+    weakref.finalize(workspace, pin.release)
+    return workspace
 
 
 def target_workspace(

@@ -7,7 +7,7 @@ survives pause and restart and is written atomically with every other step.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -32,11 +32,25 @@ class Entry:
 
 class Workspace:
     def __init__(
-        self, root: Path, changes: dict[str, str | None], guard: PathGuard = DEFAULT_GUARD
+        self,
+        root: Path,
+        changes: dict[str, str | None],
+        guard: PathGuard = DEFAULT_GUARD,
+        refetch: Callable[[], Path] | None = None,
     ) -> None:
         self.root = root
         self.changes = changes  # shared with the task state: edits here are saved with it
         self.guard = guard  # protected paths (CI definitions): every change is checked
+        # Downloads the snapshot again when it is missing from the cache (deleted by an
+        # operator): a missing cache must never read as missing files.
+        self.refetch = refetch
+
+    def snapshot_root(self) -> Path:
+        """The snapshot directory, downloaded again first if it went missing from the cache
+        (callers that copy it, such as the jail, use this rather than `root`)."""
+        if self.refetch is not None and not (self.root / COMPLETE).exists():
+            self.root = self.refetch()
+        return self.root
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -61,6 +75,7 @@ class Workspace:
         return normal
 
     def _disk(self, rel: str) -> Path:
+        self.snapshot_root()
         target = self.root.joinpath(*PurePosixPath(rel).parts) if rel else self.root
         if not target.resolve().is_relative_to(self.root.resolve()):
             raise WorkspaceError(f"error: {rel!r} leaves the repository")
@@ -76,6 +91,8 @@ class Workspace:
                 raise WorkspaceError(f"error: {rel} was deleted in this task")
             return content.encode("utf-8")
         disk = self._disk(rel)
+        if not disk.is_file() and not (self.root / COMPLETE).exists():
+            disk = self._disk(rel)  # the cache was deleted under us: fetched again
         if not disk.is_file():
             hint = " (it is a directory; use list_files)" if disk.is_dir() else ""
             raise WorkspaceError(f"error: no file {rel!r}{hint}")
@@ -87,7 +104,7 @@ class Workspace:
     def files(self) -> Iterator[Entry]:
         """Every file, snapshot and changeset merged, in path order."""
         seen: set[str] = set()
-        for dirpath, dirnames, filenames in os.walk(self.root):
+        for dirpath, dirnames, filenames in os.walk(self.snapshot_root()):
             dirnames[:] = sorted(d for d in dirnames if d != ".git")
             base = Path(dirpath).relative_to(self.root)
             for name in sorted(filenames):
@@ -106,7 +123,7 @@ class Workspace:
                 yield Entry(rel, len(content.encode()), False)
 
     def skipped(self) -> list[str]:
-        path = self.root / SKIPPED
+        path = self.snapshot_root() / SKIPPED
         return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
     # -- writing ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from bot.context.tokens import TokenCounter
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+HEAD_MIN = 48  # tokens `keep_ends` keeps for the beginning beyond its first lines
 
 
 def fence_for(text: str) -> str:
@@ -22,21 +23,27 @@ def fence_for(text: str) -> str:
 
 def _open_fence(lines: Sequence[str]) -> str | None:
     """The fence still open at the end of `lines`, if any."""
+    return _fence_states(lines)[-1]
+
+
+def _fence_states(lines: Sequence[str]) -> list[str | None]:
+    """The fence open before each line, and after the last (one more entry than lines)."""
     open_fence: str | None = None
+    states: list[str | None] = [None]
     for line in lines:
         match = _FENCE.match(line)
-        if not match:
-            continue
-        mark = match.group(1)
-        if open_fence is None:
-            open_fence = mark
-        elif (
-            mark[0] == open_fence[0]
-            and len(mark) >= len(open_fence)
-            and not line.strip()[len(mark) :]
-        ):
-            open_fence = None
-    return open_fence
+        if match:
+            mark = match.group(1)
+            if open_fence is None:
+                open_fence = mark
+            elif (
+                mark[0] == open_fence[0]
+                and len(mark) >= len(open_fence)
+                and not line.strip()[len(mark) :]
+            ):
+                open_fence = None
+        states.append(open_fence)
+    return states
 
 
 def close_fences(text: str) -> str:
@@ -148,3 +155,91 @@ def shorten_list(items: Sequence[str], keep: int) -> str:
     if len(items) <= keep:
         return ", ".join(items)
     return f"{', '.join(items[:keep])}, ... (+{len(items) - keep} more)"
+
+
+def cut_head(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The beginning of `text` in at most `max_tokens`: whole lines, then as much of the next
+    line as fits, so a one-paragraph body (a long Japanese line) still shows its start.
+
+    Like `truncate`, closes a fence the cut left open and says how many lines were left out.
+    """
+    if counter.count(text) <= max_tokens:
+        return text
+    lines = text.split("\n")
+    room = max_tokens - 10  # the "truncated" line (a fence closer is made room for below)
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        cost = counter.count(line + "\n")
+        if used + cost > room:
+            break
+        kept.append(line)
+        used += cost
+    rest = lines[len(kept) :]
+    partial = _cut_line(rest[0], room - used - 1, counter) if rest else ""
+    while True:
+        body = kept + ([partial + "…"] if partial else [])
+        fence = _open_fence(body)
+        dropped = len(lines) - len(kept) - (1 if partial else 0)
+        tail = ([fence] if fence else []) + [f"... (truncated: {dropped} more lines)"]
+        result = "\n".join(body + tail)
+        if counter.count(result) <= max_tokens:
+            return result
+        if partial:
+            partial = partial[: len(partial) // 2]
+        elif kept:
+            kept.pop()
+        else:
+            return ""
+
+
+def keep_ends(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The beginning and the end of `text` in at most `max_tokens`, the middle cut out.
+
+    For a rendered opening context that must shrink after the fact: its beginning is the
+    thread's title and first lines, its end the newest comments and the list of what was left
+    out. The text is taken as parts separated by blank lines (outside code fences; quoted text
+    never holds a blank line), so the end is whole parts from the last one back, and a part
+    too long to keep whole keeps its first lines: a comment never loses its header and trust
+    mark. The end is measured first; the beginning gets what is left.
+    """
+    if counter.count(text) <= max_tokens:
+        return text
+    lines = text.split("\n")
+    states = _fence_states(lines)
+    starts = [0] + [n for n in range(1, len(lines)) if lines[n - 1] == "" and states[n] is None]
+    bounds = list(zip(starts, [*starts[1:], len(lines)], strict=True))
+    room = max_tokens - 24  # the cut marker and a fence closer
+    first = sum(counter.count(line + "\n") for line in lines[:4])
+    tail_room = room - min(first + HEAD_MIN, room // 2)
+    tail: list[str] = []
+    k = len(bounds)
+    while k > 1:
+        part = "\n".join(lines[bounds[k - 1][0] : bounds[k - 1][1]])
+        left = tail_room - counter.count("\n".join(tail) + "\n")
+        if counter.count(part + "\n") <= left:
+            tail.insert(0, part)
+            k -= 1
+            continue
+        if left > 24:  # too long whole: its first lines, with the header
+            cut = cut_head(part.rstrip("\n"), left - 2, counter)
+            if cut:
+                tail.insert(0, cut + "\n")
+                k -= 1
+        break
+    end = bounds[k][0] if k < len(bounds) else len(lines)
+    head_room = room - counter.count("\n".join(tail) + "\n")
+    head: list[str] = []
+    used = h = 0
+    while h < end and used + counter.count(lines[h] + "\n") <= head_room:
+        used += counter.count(lines[h] + "\n")
+        head.append(lines[h])
+        h += 1
+    if h < end and head_room - used > 8:
+        partial = _cut_line(lines[h], head_room - used - 2, counter)
+        head += [partial + "…"] if partial else []
+    fence = _open_fence(head)
+    head += [fence] if fence else []
+    marker = f"... ({max(end - h, 1)} lines cut here to fit the context window) ...\n"
+    result = "\n".join([*head, marker, *tail])
+    return result if counter.count(result) <= max_tokens else cut_head(text, max_tokens, counter)

@@ -2,8 +2,9 @@
 
 Planning is a pure function of its inputs (no LLM, no network): people's own words and what
 they named explicitly come in full; what the bot found on its own comes as a summary; the
-newest comments are kept in full before older ones; the issue body is never dropped (it is cut
-if it must be). Whatever does not fit is excluded with the reason `over-budget`.
+newest comments are kept in full before older ones; required sources (the thread's title and
+first lines, the newest comment) are never dropped: each has a floor and is cut if it must
+be. Whatever does not fit is excluded with the reason `over-budget`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from bot.context.budget import truncate
+from bot.context.budget import cut_head
 from bot.context.tokens import TokenCounter
 
 
@@ -43,6 +44,7 @@ class Candidate:
     rank: int  # lower first: the order in which the budget is spent
     required: bool = False  # never excluded (the issue body): cut to fit instead
     prefer_summary: bool = False  # found by the bot: summary unless room is plentiful
+    head: int = 0  # required only: tokens its floor keeps at least (the thread's header)
 
 
 @dataclass(frozen=True)
@@ -90,52 +92,88 @@ class ContextPlan:
         return "\n".join(lines)
 
 
+# A required source (the thread's opening, the newest comment) may grow past its floor up to
+# this share of the budget at its rank; what is left at the end is given back to it.
+REQUIRED_SHARE = 0.5
+
+
 def plan(candidates: Sequence[Candidate], budget: int, counter: TokenCounter) -> ContextPlan:
-    """Spend `budget` tokens over the candidates in rank order; the total is a hard cap."""
-    left = budget
-    chosen: dict[str, Choice] = {}
+    """Spend `budget` tokens over the candidates in rank order; the total is a hard cap.
+
+    Required candidates first get a floor each (the budget split between them, their
+    beginnings cut to it), so no required source can squeeze out another, whatever the
+    language or length; then every candidate is planned in rank order.
+    """
     ordered = sorted(candidates, key=lambda c: (not c.required, c.rank))
+    floors = _floors([c for c in ordered if c.required], budget, counter)
+    left = budget - sum(counter.count(text) for text in floors.values())
+    chosen: dict[str, Choice] = {}
     for candidate in ordered:
-        full_cost = counter.count(candidate.full)
-        summary_cost = counter.count(candidate.summary) if candidate.summary else 0
-        plentiful = full_cost <= left // 4
-        if candidate.required and full_cost > left:
-            text = truncate(candidate.full, max(left, 0), counter)
-            choice = Choice(
-                candidate.source,
-                candidate.section,
-                Grain.SUMMARY,
-                counter.count(text),
-                candidate.reason,
-                text,
-            )
-        elif full_cost <= left and (
-            not candidate.prefer_summary or plentiful or not candidate.summary
-        ):
-            choice = Choice(
-                candidate.source,
-                candidate.section,
-                Grain.FULL,
-                full_cost,
-                candidate.reason,
-                candidate.full,
-            )
-        elif candidate.summary and summary_cost <= left:
-            choice = Choice(
-                candidate.source,
-                candidate.section,
-                Grain.SUMMARY,
-                summary_cost,
-                candidate.reason,
-                candidate.summary,
-            )
+        if candidate.source in floors:
+            room = left + counter.count(floors[candidate.source])
+            limit = max(counter.count(floors[candidate.source]), int(budget * REQUIRED_SHARE))
+            choice = _required(candidate, min(room, limit), counter)
         else:
-            choice = Choice(
-                candidate.source, candidate.section, Grain.EXCLUDED, 0, Reason.OVER_BUDGET
-            )
-        left -= choice.tokens
+            choice = _optional(candidate, left, counter)
+        left -= choice.tokens - counter.count(floors.get(candidate.source, ""))
         chosen[candidate.source] = choice
+    for source, choice in list(chosen.items()):
+        # Room nobody used goes back to required sources that were cut.
+        if choice.grain is Grain.SUMMARY and source in floors and left > 0:
+            candidate = next(c for c in candidates if c.source == source)
+            grown = _required(candidate, choice.tokens + left, counter)
+            left -= grown.tokens - choice.tokens
+            chosen[source] = grown
     return ContextPlan(budget, tuple(chosen[c.source] for c in candidates))
+
+
+def _floors(required: Sequence[Candidate], budget: int, counter: TokenCounter) -> dict[str, str]:
+    """Each required candidate's beginning, within an even share of what the others left."""
+    pool = max(budget, 0)
+    out: dict[str, str] = {}
+    # Small ones first: what they do not need is left to the others. A `head` is served first.
+    by_cost = sorted(required, key=lambda c: (-c.head, counter.count(c.full)))
+    for n, candidate in enumerate(by_cost):
+        share = max(pool // (len(by_cost) - n), min(candidate.head, pool))
+        out[candidate.source] = cut_head(candidate.full, share, counter)
+        pool -= counter.count(out[candidate.source])
+    return out
+
+
+def _required(candidate: Candidate, room: int, counter: TokenCounter) -> Choice:
+    full_cost = counter.count(candidate.full)
+    if full_cost <= room:
+        grain, text = Grain.FULL, candidate.full
+    else:
+        grain, text = Grain.SUMMARY, cut_head(candidate.full, max(room, 0), counter)
+    return Choice(
+        candidate.source, candidate.section, grain, counter.count(text), candidate.reason, text
+    )
+
+
+def _optional(candidate: Candidate, left: int, counter: TokenCounter) -> Choice:
+    full_cost = counter.count(candidate.full)
+    summary_cost = counter.count(candidate.summary) if candidate.summary else 0
+    plentiful = full_cost <= left // 4
+    if full_cost <= left and (not candidate.prefer_summary or plentiful or not candidate.summary):
+        return Choice(
+            candidate.source,
+            candidate.section,
+            Grain.FULL,
+            full_cost,
+            candidate.reason,
+            candidate.full,
+        )
+    if candidate.summary and summary_cost <= left:
+        return Choice(
+            candidate.source,
+            candidate.section,
+            Grain.SUMMARY,
+            summary_cost,
+            candidate.reason,
+            candidate.summary,
+        )
+    return Choice(candidate.source, candidate.section, Grain.EXCLUDED, 0, Reason.OVER_BUDGET)
 
 
 @dataclass(frozen=True)

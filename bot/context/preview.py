@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from bot.agent.instructions import author_trusted
 from bot.agent.pinning import pin
-from bot.agent.snapshot import snapshot
-from bot.agent.workspace import Workspace
+from bot.agent.workbench import task_workspace
 from bot.comments import Identity, NewComment, Trust
 from bot.config import Settings
 from bot.context.engine import OpeningContext, initial_context
@@ -29,12 +27,15 @@ def preview(
     ]
     shown = [c for c in comments if c.trusted or trust.untrusted == "quote"]
     sha, _target = pin(forge, thread)
-    cache = Path(settings.state_dir) / "cache"
-    root = snapshot(forge, key.repo, sha, cache)
+    # Through the cache like a task: pinned while read, the cache kept within its size.
+    workspace = task_workspace(forge, key, sha, {}, settings)
     budget = (settings.llm.context_window - settings.llm.reserve_output_tokens) // 2
     base = None
     if key.is_change_request and thread.base_ref:
         target = forge.resolve_branch(key.repo, thread.base_ref)
         if target is not None and target.sha != sha:
-            base = Workspace(snapshot(forge, key.repo, target.sha, cache), {})
-    return initial_context(thread, shown, Workspace(root, {}), counter, budget, base=base)
+            base = task_workspace(forge, key, target.sha, {}, settings)
+    trusted = author_trusted(forge, thread, trust)
+    return initial_context(
+        thread, shown, workspace, counter, budget, base=base, author_trusted=trusted
+    )

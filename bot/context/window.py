@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.context.budget import keep_ends
 from bot.context.tokens import TokenCounter
 from bot.llm.base import Message
 
@@ -36,16 +37,9 @@ def turns(messages: list[Message]) -> list[list[Message]]:
 
 
 def truncate_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    if counter.count(text) <= max_tokens:
-        return text
-    marker = "\n... (truncated to fit the context window)"
-    budget = max(0, max_tokens - counter.count(marker))
-    kept = counter.decode(counter.encode(text)[:budget])
-    # Decoding a cut token stream may yield a replacement char at the end; drop it.
-    kept = kept.rstrip("\ufffd")
-    while kept and counter.count(kept + marker) > max_tokens:
-        kept = kept[: int(len(kept) * 0.9)]
-    return kept + marker
+    """The opening message cut to fit: its beginning (the thread's title and first lines) and
+    its end (the newest comments, what was left out) are kept; the middle goes."""
+    return keep_ends(text, max_tokens, counter)
 
 
 def fit(

@@ -62,5 +62,27 @@ class LLMFatal(LLMError):
     """Retrying will not help (bad request, auth, unknown model)."""
 
 
+class ContextTooLong(LLMFatal):
+    """The endpoint refused the request as longer than its context window.
+
+    `reason` is the endpoint's own message (cleaned, capped, secrets scrubbed) so a failure
+    comment can quote it; `window` and `prompt` are the endpoint's numbers when it gave them
+    (its window, and its count of the refused prompt), which say how much to shrink.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        window: int | None = None,
+        prompt: int | None = None,
+        completion: int | None = None,
+    ) -> None:
+        super().__init__(f"the request is too long for the model's context window: {reason}")
+        self.reason = reason
+        self.window = window
+        self.prompt = prompt
+        self.completion = completion
+
+
 class LLMClient(Protocol):
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> LLMReply: ...

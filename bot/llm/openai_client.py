@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from bot.llm.base import LLMError, LLMFatal, LLMReply, Message, ToolCall, ToolSpec
+from bot.llm.overflow import context_overflow
 from bot.prompts import load_prompt
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
@@ -70,6 +71,9 @@ class OpenAIClient:
         try:
             response = client.chat.completions.create(**kwargs)
         except openai.APIStatusError as exc:
+            overflow = context_overflow(exc.status_code, exc.body, exc.message)
+            if overflow is not None:
+                raise overflow from None
             if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
                 raise LLMError(f"model endpoint error {exc.status_code} after retries") from None
             raise LLMFatal(f"model endpoint refused the request ({exc.status_code})") from None

@@ -209,13 +209,20 @@ def pull_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
     issue = issue_json(base, repo, thread)
     url = f"{base}/repos/{repo.path}/pulls/{thread.number}"
 
-    def ref(name: str, sha: str) -> dict[str, Any]:
+    def ref(name: str, sha: str, fork: str = "") -> dict[str, Any]:
+        owner = SUser(fork.split("/")[0], repo.owner.id + 1) if fork else repo.owner
+        head_repo = repo_json(base, repo)
+        if fork:  # a request from a fork: `head.repo` is the fork (`fork: true`)
+            head_repo = {
+                **repo_json(base, SRepo("github", fork, repo.id + 1, owner)),
+                "fork": True,
+            }
         return {
-            "label": f"{repo.owner.login}:{name}",
+            "label": f"{owner.login}:{name}",
             "ref": name,
             "sha": sha,
-            "user": user_json(base, repo.owner),
-            "repo": repo_json(base, repo),
+            "user": user_json(base, owner),
+            "repo": head_repo,
         }
 
     links = {
@@ -243,7 +250,7 @@ def pull_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
         "comments_url": issue["comments_url"],
         "statuses_url": links["statuses"],
         "_links": {name: {"href": href} for name, href in links.items()},
-        "head": ref(thread.head_ref, thread.head_sha),
+        "head": ref(thread.head_ref, thread.head_sha, thread.head_repo),
         "base": ref(thread.base_ref, repo.branch_sha(thread.base_ref)),
         "merge_commit_sha": None,
         "merged_at": None,

@@ -75,7 +75,8 @@ def thread_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
                 "source_branch": thread.head_ref,
                 "target_branch": thread.base_ref,
                 "sha": thread.head_sha,
-                "source_project_id": repo.id,
+                # A fork's merge request names the fork as its source project.
+                "source_project_id": repo.id + 1 if thread.head_repo else repo.id,
                 "target_project_id": repo.id,
                 "draft": bool(thread.change and thread.change.draft),
             }

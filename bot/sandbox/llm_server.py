@@ -4,6 +4,9 @@ Serves `/v1/models` and `/v1/chat/completions`. Replies come from a queue of scr
 (content, tool calls, HTTP faults, delays); when the queue is empty, a `policy` function of the
 request decides (deterministic, so a restarted daemon gets the same answers for the same
 conversation). Every request body is logged so tests can inspect what the model saw.
+
+With `context_window` set, the server refuses a request longer than its window the way real
+endpoints do: HTTP 400 with the body of the chosen `refusal` style (see `refusal_body`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 Reply = dict[str, Any]
 Policy = Callable[[dict[str, Any]], Reply]
@@ -31,6 +34,7 @@ class Scripted:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     raw_arguments: bool = False  # send arguments exactly as given (to script malformed JSON)
+    body: dict[str, Any] | None = None  # the error body for a non-200 `status`
 
 
 def count_tool_results(request: dict[str, Any]) -> int:
@@ -99,6 +103,12 @@ class LLMServer:
         self.requests: list[dict[str, Any]] = []
         self.arrived: list[float] = []  # time.monotonic() of each request, same order
         self.model = "scripted-model"
+        # Refuse requests longer than this, counted as the model's own tokenizer would:
+        # cl100k tokens times `token_ratio` (open models often count more than cl100k does).
+        self.context_window: int | None = None
+        self.token_ratio = 1.0
+        self.refusal: Literal["openai", "vllm", "llamacpp"] = "openai"
+        self.refused: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -138,6 +148,27 @@ class LLMServer:
             list(reply.get("tool_calls", [])),
             delay=float(reply.get("delay", 0)),
         )
+
+    def prompt_tokens(self, request: dict[str, Any]) -> int:
+        from bot.context.tokens import TokenCounter
+
+        counter = TokenCounter()
+        counted = counter.messages(request.get("messages", [])) + counter.tools(
+            request.get("tools") or []
+        )
+        return int(counted * self.token_ratio)
+
+    def refusal_for(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The 400 body for a request over `context_window`, or None when it fits."""
+        if self.context_window is None:
+            return None
+        prompt = self.prompt_tokens(request)
+        completion = int(request.get("max_tokens") or 0)
+        body = refusal_body(self.refusal, self.context_window, prompt, completion)
+        if body is not None:
+            with self._lock:
+                self.refused.append(request)
+        return body
 
     def seen_text(self) -> str:
         """Everything the model was shown, for "did the model see X" assertions."""
@@ -180,6 +211,63 @@ def completion(model: str, answer: Scripted, request: dict[str, Any]) -> dict[st
     }
 
 
+def refusal_body(
+    style: Literal["openai", "vllm", "llamacpp"], window: int, prompt: int, completion: int
+) -> dict[str, Any] | None:
+    """What each endpoint answers (with HTTP 400) to a request longer than its window.
+
+    - OpenAI: prompt over the window; `code: context_length_exceeded`
+      (platform.openai.com/docs/guides/error-codes; wording as in
+      github.com/chathub-dev/chathub/issues/126).
+    - vLLM: prompt plus `max_tokens` over the window; `{"object": "error", ...}` at the top
+      level (vllm/entrypoints/openai/serving_engine.py `_validate_input`; wording as in
+      github.com/vllm-project/vllm/issues/20409).
+    - llama.cpp server: prompt at or over `n_ctx`; `type: exceed_context_size_error` with
+      `n_prompt_tokens` and `n_ctx` (tools/server/server-context.cpp).
+    """
+    if style == "openai" and prompt > window:
+        message = (
+            f"This model's maximum context length is {window} tokens. However, your messages "
+            f"resulted in {prompt} tokens. Please reduce the length of the messages."
+        )
+        return {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    if style == "vllm" and prompt + completion > window:
+        message = (
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the "
+            "completion). Please reduce the length of the messages or completion."
+        )
+        return {
+            "object": "error",
+            "message": message,
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    if style == "llamacpp" and prompt >= window:
+        message = (
+            f"request ({prompt} tokens) exceeds the available context size ({window} tokens), "
+            "try increasing it"
+        )
+        return {
+            "error": {
+                "code": 400,
+                "message": message,
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt,
+                "n_ctx": window,
+            }
+        }
+    return None
+
+
 def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
     class _Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -209,11 +297,16 @@ def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._json(404, {"error": {"message": "not found"}})
                 return
+            refusal = server.refusal_for(request)
+            if refusal is not None:
+                self._json(400, refusal)
+                return
             answer = server.next_answer(request)
             if answer.delay:
                 time.sleep(answer.delay)
             if answer.status != 200:
-                self._json(answer.status, {"error": {"message": "scripted fault"}}, answer.headers)
+                body = answer.body or {"error": {"message": "scripted fault"}}
+                self._json(answer.status, body, answer.headers)
                 return
             self._json(200, completion(server.model, answer, request))
 

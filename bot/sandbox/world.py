@@ -75,6 +75,7 @@ class SThread:
     change: SChangeRequest | None = None  # set when the bot opened it
     locked: bool = False  # GitLab `discussion_locked` (the /lock quick action)
     approved_by: list[str] = field(default_factory=list)  # GitLab approvals (/approve)
+    head_repo: str = ""  # a fork's path when the request comes from one; "" = same repository
 
 
 def tree_sha(files: Mapping[str, bytes]) -> str:
@@ -336,6 +337,38 @@ class World:
             thread.base_ref = change.base
             thread.change = change
             thread.head_sha = repo.branches[change.head]
+            return thread
+
+    def add_fork_request(
+        self,
+        platform: str,
+        path: str,
+        *,
+        author: str,
+        files: Mapping[str, bytes | str],
+        title: str = "A change",
+        body: str = "",
+        labels: list[str] | None = None,
+    ) -> SThread:
+        """A pull/merge request from `author`'s fork. Its head commit is reachable in the base
+        repository by sha, as both forges keep a request's head there (GitHub
+        `refs/pull/<n>/head`: docs.github.com, "Checking out pull requests locally"; GitLab
+        `refs/merge-requests/<iid>/head`: docs.gitlab.com, "Merge requests > Checkout
+        locally"), but no branch of the base repository points at it."""
+        with self.lock:
+            repo = self.repo(platform, path)
+            base = repo.branches[repo.default_branch]
+            content = dict(repo.commits[base].files)
+            content.update({p: d.encode() if isinstance(d, str) else d for p, d in files.items()})
+            commit = repo.commit(content, title, [base], author)
+            kind = "pull" if platform == "github" else "mr"
+            thread = self.add_thread(
+                platform, path, kind=kind, title=title, body=body, author=author, labels=labels
+            )
+            repo.branches.pop(thread.head_ref, None)  # add_thread made one in the base repo
+            thread.head_ref = "patch-1"
+            thread.head_sha = commit.sha
+            thread.head_repo = f"{author}/{path.split('/', 1)[1]}"
             return thread
 
     def thread(self, platform: str, path: str, number: int, kind: str | None = None) -> SThread:
