@@ -68,7 +68,7 @@ def _job_for(
         return Job(key, fresh=True) if wanted or summary.mentioned else None
     if not state.status.terminal:
         return Job(key, fresh=False)
-    if labels.trigger in summary.labels or summary.mentioned or handed_back(key, state):
+    if labels.trigger in summary.labels or handed_back(key, state):
         return Job(key, fresh=True)
     if state.pending_post is not None or state.labels_applied != state.status:
         return Job(key, fresh=False)

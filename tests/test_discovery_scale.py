@@ -166,3 +166,38 @@ def test_labels_created_on_first_use(
         method="POST", path=r"^/(repos/[^/]+/[^/]+|api/v4/projects/[^/]+)/labels$"
     )
     assert creates == 1  # once per repository and label, not per use
+
+
+def test_slash_bot_on_an_unlabelled_thread_starts_a_task(rig: Rig) -> None:
+    """GitHub: the bot's account watches the repository (a notification per comment); GitLab:
+    the thread changed since the last cycle. Either way a writer's `/bot` starts it."""
+    rig.forge.watchers[REPO] = {"coding-bot"}
+    thread = rig.issue(labels=[], title="Question", body="What does src/app.py do?")
+    rig.comment(thread, "nothing for the bot here")
+    rig.model.policy = lambda request: {"tool_calls": [("finish", {"summary": "It prints hi."})]}
+    daemon = rig.daemon()
+    try:
+        daemon.run_once()  # a first cycle sees no command
+        assert rig.bot_comments(thread) == []
+        rig.comment(thread, "/bot", author="bob")  # a reader: not a command
+        daemon.run_once()
+        assert rig.bot_comments(thread) == []
+        rig.comment(thread, "/bot")
+        daemon.run_once()
+    finally:
+        daemon.close()
+    assert rig.state(thread).status is Status.DONE
+    assert rig.bot_comments(thread)[-1].startswith("It prints hi.")
+
+
+def test_news_on_a_finished_thread_does_not_restart_it(rig: Rig) -> None:
+    rig.forge.watchers[REPO] = {"coding-bot"}
+    thread = rig.issue(title="Question", body="@coding-bot what does src/app.py do?")
+    rig.model.policy = lambda request: {"tool_calls": [("finish", {"summary": "It prints hi."})]}
+    rig.run_once()
+    assert rig.state(thread).status is Status.DONE
+    posted = len(rig.bot_comments(thread))
+    rig.comment(thread, "thanks @coding-bot!")
+    rig.run_once()
+    assert len(rig.bot_comments(thread)) == posted
+    assert rig.state(thread).run == 1

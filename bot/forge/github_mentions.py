@@ -1,10 +1,12 @@
-"""Threads where a writer mentioned the bot on GitHub, from the notifications of its user.
+"""Threads where a writer called the bot on GitHub, from the notifications of its user.
 
-`GET /notifications?participating=true` lists threads the user takes part in; reason `mention`
-(or `team_mention`) says it was @mentioned (docs.github.com/rest/activity/notifications). The
-answer carries `Last-Modified`; sent back as `If-Modified-Since` an unchanged list costs a 304
-("polling": the documented way to watch notifications). Each notification read is marked read,
-so it is handled once.
+`GET /notifications` lists the threads with news for the user: reason `mention` (or
+`team_mention`) when it was @mentioned, `subscribed` for any new comment in a repository the
+account watches (docs.github.com/rest/activity/notifications). So a mention is found anywhere,
+and a `/bot` without a mention in the repositories the bot's account watches. The answer carries
+`Last-Modified`; sent back as `If-Modified-Since` an unchanged list costs a 304 (the documented
+way to poll notifications). Each notification read is marked read, so it is handled once; the
+comments are read to check that a writer called (a notification does not say who).
 
 Installation tokens of GitHub Apps cannot read notifications (the endpoint answers 403
 "Resource not accessible by integration"): an app hears mentions through the webhook listener,
@@ -19,13 +21,13 @@ from datetime import datetime
 from typing import Any
 
 from bot.forge._util import format_time, parse_time
-from bot.forge.mentions import mentions
+from bot.forge.mentions import calls_bot
 from bot.forge.types import Comment, Kind, Permission, Platform, TaskKey, TaskSummary, Thread, User
 from bot.log import get_logger
 
 log = get_logger(__name__)
 _SUBJECT = re.compile(r"/repos/([^/]+/[^/]+)/(issues|pulls)/(\d+)$")
-REASONS = ("mention", "team_mention")
+REASONS = ("mention", "team_mention", "subscribed", "comment", "author", "manual")
 
 Fetch = Callable[[dict[str, Any], dict[str, str]], tuple[dict[str, Any], Any]]
 
@@ -54,7 +56,7 @@ class GitHubMentions:
                 self._told = True
                 log.info("mentions_via_webhooks_only", reason="app tokens get no notifications")
             return []
-        params: dict[str, Any] = {"participating": "true", "per_page": 50}
+        params: dict[str, Any] = {"per_page": 50}
         if self._since is not None:
             params["since"] = format_time(self._since)
         headers = {"If-Modified-Since": self._last_modified} if self._last_modified else {}
@@ -94,15 +96,18 @@ class GitHubMentions:
         )
 
     def _by_writer(self, key: TaskKey, thread: Thread, note: dict[str, Any], me: User) -> bool:
-        """A writer's comment (or the thread's own text) mentions the bot: a notification says
-        only that someone did, and people without write access may not start the bot."""
+        """A writer's comment (or the thread's own text) mentions the bot or says `/bot`: people
+        without write access may not start it."""
         last_read = note.get("last_read_at")
         since = parse_time(last_read) if last_read else None
-        for comment in self._comments(key, since):
+        comments = self._comments(key, since)
+        for comment in comments:
             if comment.author_is_bot or comment.author == me.login:
                 continue
-            if mentions(comment.body, me.login) and comment.permission.can_write:
+            if calls_bot(comment.body, me.login) and comment.permission.can_write:
                 return True
-        if mentions(thread.body, me.login):
+        # The thread's own text counts only for a new thread: any later news on an old one
+        # would otherwise restart it.
+        if since is None and not comments and calls_bot(thread.body, me.login):
             return self._permission(key.repo, thread.author).can_write
         return False

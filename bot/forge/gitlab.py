@@ -12,6 +12,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -24,6 +25,7 @@ from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 from bot.forge import gitlab_discovery
 from bot.forge._util import TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.mentions import calls_bot
 from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
 from bot.forge.quick_actions import neutralise_payload
@@ -134,6 +136,9 @@ class GitLabForge:
         self._user_ids: TTLCache[str, int] = TTLCache(permission_ttl * 6)
         self._me: User | None = None
         self._labels_ready: set[tuple[str, str]] = set()
+        # Open unlabelled threads that changed since the last look, and since when.
+        self._changed: dict[TaskKey, tuple[TaskSummary, datetime]] = {}
+        self._group_high_water: dict[str, datetime] = {}
 
     def _call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
         return self._policy.call(operation, fn, self._translate, idempotent=idempotent)
@@ -168,13 +173,48 @@ class GitLabForge:
     def list_tasks_across(self, repos: Sequence[str]) -> tuple[list[TaskSummary], list[str]]:
         """Candidates in all of `repos` through group listings (cost per group, not per
         project); the projects they could not cover, to be listed one by one."""
-        return gitlab_discovery.list_across(
+        found, uncovered = gitlab_discovery.list_across(
             self._gl, self._call, _summary, repos, self._watch_labels, self._watch_assigned
         )
+        self._note_changed_in_groups(repos, uncovered, {t.key for t in found})
+        return found, uncovered
+
+    def _note_changed_in_groups(
+        self, repos: Sequence[str], uncovered: Sequence[str], labelled: set[TaskKey]
+    ) -> None:
+        """Open threads changed since the last cycle, per group (two requests a group): those
+        without a label may hold a `/bot` from a writer."""
+        now = datetime.fromtimestamp(self._wall_clock(), UTC) - CLOCK_SKEW
+        skip = {r.lower() for r in uncovered}
+        for group in sorted({r.split("/")[0] for r in repos if r.lower() not in skip}):
+            since = self._group_high_water.get(group)
+            if since is not None:
+                changed = gitlab_discovery.changed_in_group(
+                    self._gl, self._call, _summary, group, repos, format_time(since)
+                )
+                for item in changed:
+                    if item.key not in labelled:
+                        self._changed[item.key] = (item, since)
+            self._group_high_water[group] = now
 
     def mentioned_tasks(self, repos: Sequence[str]) -> list[TaskSummary]:
-        """Open threads of `repos` where a writer mentioned the bot (its To-Do items)."""
-        return gitlab_discovery.mentioned(self._gl, self._call, _summary, self.permission, repos)
+        """Open threads of `repos` where a writer called the bot: its To-Do items (mentions),
+        and the unlabelled threads that changed with a writer's `/bot` among the new notes."""
+        found = {
+            t.key: t
+            for t in gitlab_discovery.mentioned(
+                self._gl, self._call, _summary, self.permission, repos
+            )
+        }
+        changed, self._changed = self._changed, {}
+        me = self.whoami().login
+        for key, (item, since) in changed.items():
+            if key not in found and any(
+                c.permission.can_write and not c.author_is_bot and calls_bot(c.body, me)
+                for c in self.list_comments(key, since=since)
+            ):
+                found[key] = replace(item, mentioned=True)
+        return sorted(found.values(), key=lambda s: s.key)
 
     def _full_scan(self, repo: str) -> dict[TaskKey, TaskSummary]:
         queries: list[dict[str, Any]] = [{"labels": label} for label in self._watch_labels]
@@ -191,11 +231,14 @@ class GitLabForge:
         changed = self._list_threads(
             repo, state="all", updated_after=format_time(scan.high_water), order_by="updated_at"
         )
+        since = scan.high_water
         for item in changed:
             if self._matches(item):
                 scan.found[item.key] = item
             else:
                 scan.found.pop(item.key, None)
+                if item.is_open:  # may hold a `/bot` from a writer: mentioned_tasks looks
+                    self._changed[item.key] = (item, since)
             scan.high_water = max(scan.high_water, item.updated_at)
 
     def _matches(self, item: TaskSummary) -> bool:

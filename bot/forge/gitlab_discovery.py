@@ -84,6 +84,27 @@ def list_across(
     return sorted(tasks, key=lambda s: s.key), uncovered
 
 
+def changed_in_group(
+    gl: gitlab.Gitlab,
+    call: Call,
+    summarize: Summarize,
+    group: str,
+    repos: Sequence[str],
+    updated_after: str,
+) -> list[TaskSummary]:
+    """Open threads of the group's watched projects updated after `updated_after`."""
+    wanted = {r.lower(): r for r in repos}
+    manager = gl.groups.get(group, lazy=True)
+    found: dict[TaskKey, TaskSummary] = {}
+    for section, kind in (
+        (manager.issues, Kind.ISSUE),
+        (manager.mergerequests, Kind.MERGE_REQUEST),
+    ):
+        listing = partial(section.list, get_all=True, state="opened", updated_after=updated_after)
+        _collect(found, wanted, summarize, kind, call("group_changes", listing))
+    return list(found.values())
+
+
 def _collect(
     found: dict[TaskKey, TaskSummary],
     wanted: dict[str, str],

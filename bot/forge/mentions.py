@@ -1,8 +1,12 @@
-"""Whether a text mentions the bot: `@login` (an app's bot `slug[bot]` is mentioned as `@slug`)."""
+"""Whether a text calls the bot: `@login` anywhere (an app's bot `slug[bot]` is mentioned as
+`@slug`), or a `/bot` command (`/bot`, `/bot start`, `/bot resume`) on its first non-empty line,
+the grammar of `bot.controls.parse_command`."""
 
 from __future__ import annotations
 
 import re
+
+_START = re.compile(r"^\s*/bot(?:\s+(?:start|resume))?\s*$", re.IGNORECASE)
 
 
 def mention_pattern(login: str) -> re.Pattern[str]:
@@ -12,3 +16,14 @@ def mention_pattern(login: str) -> re.Pattern[str]:
 
 def mentions(text: str, login: str) -> bool:
     return mention_pattern(login).search(text or "") is not None
+
+
+def starts_bot(text: str) -> bool:
+    for line in (text or "").splitlines():
+        if line.strip():
+            return _START.match(line) is not None
+    return False
+
+
+def calls_bot(text: str, login: str) -> bool:
+    return mentions(text, login) or starts_bot(text)

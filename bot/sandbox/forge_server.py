@@ -165,6 +165,7 @@ class ForgeServer:
         self.notifications: dict[str, list[github_discovery_api.SNotification]] = {}
         self.todos: dict[str, list[gitlab_discovery_api.STodo]] = {}
         self.repo_labels: dict[str, set[str]] = {}  # labels that exist in a repository
+        self.watchers: dict[str, set[str]] = {}  # GitHub repository -> logins watching it
         self.labels_created: list[tuple[str, str, str]] = []  # (platform, repo, name)
         self.github_app: github_app_api.AppEmulator | None = None  # see serve_github_app
         mentions.watch(self)

@@ -25,7 +25,18 @@ def watch(server: ForgeServer) -> None:
     def on_comment(repo: SRepo, thread: SThread, comment: SComment) -> None:
         if comment.system:
             return
-        for position, login in mentioned(comment.body):
+        called = mentioned(comment.body)
+        if repo.platform == "github":
+            # Watching a repository: a notification (reason `subscribed`) for every comment.
+            logins = {login for _, login in called}
+            for watcher in server.watchers.get(repo.path, set()) - logins:
+                if watcher != comment.author.login:
+                    server.notifications.setdefault(watcher, []).append(
+                        SNotification(
+                            server.world.next_id(), repo, thread, "subscribed", comment.created_at
+                        )
+                    )
+        for position, login in called:
             # An app is mentioned by its slug; its bot user is `<slug>[bot]`.
             user = server.world.users.get(login) or server.world.users.get(f"{login}[bot]")
             if user is None or user.login == comment.author.login:
