@@ -141,3 +141,16 @@ def test_expired_token_and_foreign_jwt_are_refused(server: ForgeServer, app: App
     assert GitHubApp(server.url, app.app_id, app.private_key_pem).identity().login == (
         "coding-app[bot]"
     )
+
+
+def test_each_installation_resumes_only_its_own_tasks(
+    server: ForgeServer, model: LLMServer, tmp_path: Path, app: AppEmulator
+) -> None:
+    from bot.forge.types import Kind, Platform, TaskKey
+
+    settings = app_settings(server, model, tmp_path, app)
+    assert app.private_key_pem.strip() in settings.secrets()  # redacted from every log line
+    acme, elsewhere = sorted(build_sources(settings), key=lambda s: s.repos)
+    theirs = TaskKey(Platform.GITHUB, "elsewhere/lib", Kind.ISSUE, 1)
+    assert elsewhere.owns(theirs) and not acme.owns(theirs)
+    assert not acme.owns(TaskKey(Platform.GITLAB, REPO, Kind.ISSUE, 1))
