@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from bot.confidential import InternalNotes
 from bot.forge._util import parse_time
 from bot.forge.base import Forge
 from bot.forge.types import TaskKey
@@ -30,18 +31,32 @@ class Poster:
         self.bot_login = bot_login
         self.store = store
         self.state = state
+        self.internal = InternalNotes(forge, key)
 
-    def post(self, purpose: str, body: str, call_id: str | None = None) -> str:
+    def withhold(self, text: str) -> str:
+        """`text` without anything quoted from the thread's internal notes: for public posts."""
+        return self.internal.withhold(text)
+
+    def post(
+        self, purpose: str, body: str, call_id: str | None = None, reply_to: str | None = None
+    ) -> str:
         """Record the intent, post with a marker, record the result. Returns the comment id."""
-        self.intend(purpose, body, call_id)
+        self.intend(purpose, body, call_id, reply_to)
         return self.deliver(look_up=False)
 
-    def intend(self, purpose: str, body: str, call_id: str | None = None) -> None:
+    def intend(
+        self, purpose: str, body: str, call_id: str | None = None, reply_to: str | None = None
+    ) -> None:
         """Save the intent only; callers that change the status save both in one write."""
         seq = self.state.next_seq
         self.state.next_seq += 1
         self.state.pending_post = PendingPost(
-            seq=seq, purpose=purpose, body=body, call_id=call_id, created_at=now_iso()
+            seq=seq,
+            purpose=purpose,
+            body=body,
+            call_id=call_id,
+            reply_to=reply_to,
+            created_at=now_iso(),
         )
         self.store.save(self.state)
 
@@ -51,7 +66,11 @@ class Poster:
             raise RuntimeError("no pending post")
         tag = marker(self.key, pending.seq)
         found = self._find(tag, pending.created_at) if look_up else None
-        comment_id = found or self.forge.post_comment(self.key, f"{pending.body}\n\n{tag}").id
+        if found is None:
+            # A reply in a review thread is in the listing `_find` reads too.
+            body = f"{self.withhold(pending.body)}\n\n{tag}"
+            found = self.forge.post_comment(self.key, body, reply_to=pending.reply_to).id
+        comment_id = found
         self.state.posted[str(pending.seq)] = comment_id
         if pending.call_id is not None:
             self.state.tool_journal[pending.call_id] = posted_result(comment_id)

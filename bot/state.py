@@ -57,6 +57,7 @@ class PendingPost(BaseModel):
     purpose: str
     body: str
     call_id: str | None = None  # the tool call this post carries out, if any
+    reply_to: str | None = None  # answer in this comment's review thread
     created_at: str = Field(default_factory=lambda: now_iso())
 
 

@@ -122,7 +122,16 @@ def listed(text: str, heading: str) -> set[str]:
     """The sources named on the `heading: a, b.` line of the "Not shown in full" notes."""
     line = next((x for x in text.splitlines() if x.startswith(heading + ": ")), "")
     names = line.removeprefix(heading + ": ").removesuffix(" Use the tools to read them.")
-    return set(names.removesuffix(".").split(", ")) - {""}
+    found: set[str] = set()
+    for part in names.removesuffix(".").split("; "):
+        if part.startswith(("comment ", "comments ")) and part.split(" ", 1)[1][:1].isdigit():
+            # number ranges: "comments 1-7, 9"
+            for span in part.split(" ", 1)[1].split(", "):
+                first, _, last = span.partition("-")
+                found |= {f"comment ({n})" for n in range(int(first), int(last or first) + 1)}
+        else:
+            found |= set(part.split(", "))
+    return found - {""}
 
 
 def test_plan_defaults_and_left_out_list(workspace: Workspace) -> None:

@@ -31,6 +31,15 @@ def seeded(server: ForgeServer) -> ForgeServer:
     pull = w.add_thread("github", REPO, kind="pull", title="PR", body=None or "", head_ref="fix")
     w.add_comment("github", REPO, issue.number, "hello", author="alice")
     w.add_comment("github", REPO, pull.number, "on a line", author="alice", review=True)
+    w.push("github", REPO, "fix", {"src/app.py": "print('hello')\n"}, "greet")
+    w.thread("github", REPO, pull.number).head_sha = w.repo("github", REPO).branches["fix"]
+    w.add_review(
+        REPO,
+        pull.number,
+        "Request changes: rename foo",
+        comments=[("src/app.py", 1, "say hello to whom?")],
+    )
+    w.add_review(REPO, pull.number, "", state="APPROVED", author="carol")
     return server
 
 
@@ -78,6 +87,12 @@ CASES = [
     ("GET", f"/repos/{REPO}/pulls/2", "GET /repos/{owner}/{repo}/pulls/{pull_number} 200", {}),
     (
         "GET",
+        f"/repos/{REPO}/pulls/2/reviews",
+        "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews 200",
+        {},
+    ),
+    (
+        "GET",
         f"/repos/{REPO}/pulls/2/comments",
         "GET /repos/{owner}/{repo}/pulls/{pull_number}/comments 200",
         {},
@@ -120,10 +135,60 @@ def test_comment_edits_match_openapi(seeded: ForgeServer, review: bool) -> None:
     )
 
 
+def test_review_comment_and_reply_match_openapi(seeded: ForgeServer) -> None:
+    thread = seeded.world.thread("github", REPO, 2)
+    positioned = next(c for c in thread.comments if c.position is not None)
+    single = call(seeded, "GET", f"/repos/{REPO}/pulls/comments/{positioned.id}").json()
+    jsonschema.validate(
+        single, SCHEMAS["GET /repos/{owner}/{repo}/pulls/comments/{comment_id} 200"]
+    )
+    assert (single["path"], single["line"], single["side"]) == ("src/app.py", 1, "RIGHT")
+    assert single["diff_hunk"].endswith("+print('hello')")  # the hunk up to the line
+    reply = call(
+        seeded,
+        "POST",
+        f"/repos/{REPO}/pulls/2/comments/{positioned.id}/replies",
+        json={"body": "to the world"},
+    ).json()
+    jsonschema.validate(
+        reply,
+        SCHEMAS["POST /repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies 201"],
+    )
+    assert reply["in_reply_to_id"] == positioned.id and reply["path"] == "src/app.py"
+
+
+def test_a_reviews_comments_match_openapi(seeded: ForgeServer) -> None:
+    review = seeded.world.thread("github", REPO, 2).reviews[0]
+    body = call(seeded, "GET", f"/repos/{REPO}/pulls/2/reviews/{review.id}/comments").json()
+    jsonschema.validate(
+        body,
+        SCHEMAS["GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments 200"],
+    )
+    assert [c["body"] for c in body] == ["say hello to whom?"]
+
+
+def test_reply_to_a_reply_is_refused(seeded: ForgeServer) -> None:
+    # GitHub: "Replies to replies are not supported."
+    thread = seeded.world.thread("github", REPO, 2)
+    positioned = next(c for c in thread.comments if c.position is not None)
+    first = seeded.world.reply("github", REPO, 2, positioned.id, "first", kind="pull")
+    headers = {"Authorization": f"token {BOT_TOKEN}"}
+    response = requests.post(
+        f"{seeded.url}/repos/{REPO}/pulls/2/comments/{first.id}/replies",
+        json={"body": "nested"},
+        headers=headers,
+        timeout=5,
+    )
+    assert response.status_code == 422
+
+
 def test_every_extracted_schema_is_exercised() -> None:
     covered = {c[2] for c in CASES} | {
         "PATCH /repos/{owner}/{repo}/issues/comments/{comment_id} 200",
         "PATCH /repos/{owner}/{repo}/pulls/comments/{comment_id} 200",
+        "GET /repos/{owner}/{repo}/pulls/comments/{comment_id} 200",
+        "POST /repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies 201",
+        "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments 200",
     }
     assert covered == set(SCHEMAS)
 

@@ -43,7 +43,8 @@ def plan_tool(forge: Forge, key: TaskKey, poster: Poster, state: Callable[[], Ta
         else:
             # Editing is idempotent: repeating it after a crash changes nothing.
             seq = task.progress_seq or 0
-            forge.edit_comment(key, task.progress_comment_id, f"{body}\n\n{marker(key, seq)}")
+            text = f"{poster.withhold(body)}\n\n{marker(key, seq)}"
+            forge.edit_comment(key, task.progress_comment_id, text)
         done = sum(1 for i in task.plan if i.done)
         return ToolResult(f"plan updated ({done}/{len(task.plan)} done)")
 

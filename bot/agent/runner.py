@@ -171,8 +171,8 @@ class _Run:
             self.forge, self.key, legend, numbers, trust, self.deps.counter, budget
         )
 
-    def _post_note(self, body: str, call_id: str) -> str:
-        self.poster.post("note", body, call_id)
+    def _post_note(self, body: str, call_id: str, reply_to: str | None = None) -> str:
+        self.poster.post("note", body, call_id, reply_to)
         return self.state.tool_journal[call_id]
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -545,6 +545,7 @@ class _Run:
     # -- endings ------------------------------------------------------------------------------
 
     def _finish(self, answer: str) -> Outcome:
+        answer = self.poster.withhold(answer)  # it goes into the request and commit too
         self.state.final_answer = answer
         assert self.thread is not None
         published = publish(

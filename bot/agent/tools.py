@@ -18,6 +18,12 @@ class Args(BaseModel):
 
 class PostCommentArgs(Args):
     body: str = Field(min_length=1, max_length=60_000, description="Markdown text of the note")
+    reply_to: str | None = Field(
+        default=None,
+        max_length=100,
+        description="To answer a review comment in its review thread: its id, shown as "
+        "`reply_to: <id>`. Leave out to post in the main conversation.",
+    )
 
 
 class FinishArgs(Args):
@@ -89,11 +95,11 @@ def finish_tool() -> Tool:
     )
 
 
-def post_comment_tool(post: Callable[[str, str], str]) -> Tool:
-    """`post(body, call_id)` posts exactly once and returns the tool result text."""
+def post_comment_tool(post: Callable[[str, str, str | None], str]) -> Tool:
+    """`post(body, call_id, reply_to)` posts exactly once and returns the tool result text."""
 
     def run(args: PostCommentArgs, call: ToolCall) -> ToolResult:
-        return ToolResult(post(args.body, call.id))
+        return ToolResult(post(args.body, call.id, args.reply_to))
 
     return Tool(
         "post_comment", "Post a note in the thread (not the final answer).", PostCommentArgs, run

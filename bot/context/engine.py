@@ -181,7 +181,7 @@ def _thread_candidates(
                 f"comment ({item.number})",
                 "thread",
                 comment_line(item, body_text),
-                comment_line(item, first_sentence(body_text)),
+                comment_line(item, first_sentence(body_text), hunk=False),
                 Reason.RECENT if position < RECENT else Reason.EXPLICIT,
                 # The newest comments first, then files people named, then older comments.
                 rank=10 + position if position < RECENT else 100 + position,

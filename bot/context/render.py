@@ -60,12 +60,70 @@ def quote(text: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in text.splitlines() or [""])
 
 
-def comment_line(item: NumberedComment, body: str) -> str:
+def comment_line(item: NumberedComment, body: str, hunk: bool = True) -> str:
+    """One comment of the opening context; `hunk=False` for its summary form (the place in the
+    diff is kept, the diff lines are not)."""
     c = item.comment
     access = c.permission.name.lower() if item.trusted else UNTRUSTED
-    head = f"- ({item.number}) @{c.author} ({access}, {c.created_at:%Y-%m-%d}):"
+    if c.internal:
+        access += f"; {INTERNAL}"
+    place = comment_place(c)
+    head = f"- ({item.number}) @{c.author} ({access}, {c.created_at:%Y-%m-%d})"
+    head += f" {place}:" if place else ":"
+    shown = review_hunk(c) if hunk else ""
+    text = f"{shown}\n{body}" if shown else body
     prefix = "  " if item.trusted else "  > "
-    return head + "".join(f"\n{prefix}{line}" for line in body.splitlines() or [""])
+    return head + "".join(f"\n{prefix}{line}" for line in text.splitlines() or [""])
+
+
+# How an internal note is marked for the model, wherever it is shown.
+INTERNAL = "internal note: only project members can read it; never quote or reveal it in posts"
+HUNK_LINES = 6  # diff lines shown above a review comment (the commented line is the last)
+HUNK_WIDTH = 120
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f`]")
+
+
+def _path(path: str) -> str:
+    # File names come from whoever pushed the change: one line, no backticks, bounded.
+    return f"`{_UNSAFE.sub('?', path)[:200]}`"
+
+
+def comment_place(c: Comment) -> str:
+    """Where a comment was made, in our words: review text, file and line of a review comment,
+    and the id to pass as `reply_to` to answer in its thread. Empty for a plain comment."""
+    if c.kind == "review_summary":
+        return f"review ({(c.review_state or 'commented').replace('_', ' ')})"
+    where = c.position
+    parts = ["reply in the review thread" if c.in_reply_to else "review comment"]
+    if where is None and c.thread_id is None:
+        return ""
+    if where is None:
+        parts = ["in a discussion thread"]
+    elif where.line is None and where.original_line is not None:
+        parts.append(f"on {_path(where.path)} (outdated; was line {where.original_line})")
+    elif where.line is None:
+        parts.append(f"on {_path(where.path)}")
+    else:
+        first = f"{where.start_line}-" if where.start_line and where.start_line < where.line else ""
+        lines = "lines" if first else "line"
+        old = " of the old version" if where.side == "LEFT" else ""
+        parts.append(f"on {_path(where.path)} {lines} {first}{where.line}{old}")
+    if c.thread_id is not None:
+        parts.append(f"(reply_to: {c.id})")
+    return " ".join(parts)
+
+
+def review_hunk(c: Comment) -> str:
+    """The last lines of a review comment's diff hunk (GitHub sends it; it ends at the
+    commented line), fenced; empty when there is none."""
+    if c.position is None or not c.position.diff_hunk.strip():
+        return ""
+    lines = c.position.diff_hunk.splitlines()
+    head = [lines[0][:HUNK_WIDTH]] if lines[0].startswith("@@") else []
+    rest = lines[1:] if head else lines
+    text = "\n".join([*head, *(line[:HUNK_WIDTH] for line in rest[-HUNK_LINES:])])
+    fence = fence_for(text)
+    return f"{fence}diff\n{text}\n{fence}"
 
 
 def legend(items: Iterable[NumberedComment]) -> str:

@@ -35,10 +35,14 @@ class Forge(Protocol):
     def get_thread(self, key: TaskKey) -> Thread: ...
 
     def list_comments(self, key: TaskKey, since: datetime | None = None) -> list[Comment]:
-        """Every comment (all pages) updated at or after `since`, oldest first."""
+        """Every comment (all pages) updated at or after `since`, oldest first: conversation,
+        review comments and replies (with their place in the diff), review texts."""
         ...
 
-    def post_comment(self, key: TaskKey, body: str) -> Comment: ...
+    def post_comment(self, key: TaskKey, body: str, reply_to: str | None = None) -> Comment:
+        """A comment in the thread; with `reply_to` (a comment id) in that comment's review
+        thread where the forge has one, else in the main conversation."""
+        ...
 
     def edit_comment(self, key: TaskKey, comment_id: str, body: str) -> Comment: ...
 

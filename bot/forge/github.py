@@ -35,12 +35,15 @@ from bot.forge.types import (
     Kind,
     Permission,
     Platform,
+    ReviewPosition,
     TaskKey,
     TaskSummary,
     Thread,
     User,
 )
 
+# Reviews whose verdict says something even without text.
+_VERDICTS = ("APPROVED", "CHANGES_REQUESTED")
 _ROLE = {
     "admin": Permission.ADMIN,
     "maintain": Permission.MAINTAIN,
@@ -213,19 +216,86 @@ class GitHubForge:
             for path, kind in paths
             for item in self._get_all(path, params)
         ]
+        if key.kind is Kind.PULL:
+            summaries, submitted = self._reviews(key, since)
+            comments += summaries + self._review_comments(key, submitted, comments)
         return sorted(comments, key=lambda c: (c.created_at, c.id))
 
-    def post_comment(self, key: TaskKey, body: str) -> Comment:
+    def _reviews(self, key: TaskKey, since: datetime | None) -> tuple[list[Comment], list[str]]:
+        """Reviews' own text and verdict ("Request changes: ..."), as comments; and the ids of
+        the reviews submitted since `since`.
+
+        The endpoint has no `since` and no `updated_at` (an edited review text is not seen
+        again): every page is read with conditional requests (an unchanged list costs no rate
+        limit) and filtered here by `submitted_at`. Pending reviews are their author's draft;
+        a COMMENTED review without text only wraps line comments, which arrive on their own.
+        https://docs.github.com/rest/pulls/reviews#list-reviews-for-a-pull-request
+        """
+        items = self._get_all(f"/repos/{key.repo}/pulls/{key.number}/reviews", {"per_page": 100})
+        out, submitted_ids = [], []
+        for item in items:
+            state, submitted = str(item.get("state") or ""), item.get("submitted_at")
+            if state == "PENDING" or not submitted:
+                continue
+            if since is not None and parse_time(submitted) < since:
+                continue
+            submitted_ids.append(str(item["id"]))
+            if not (item.get("body") or "").strip() and state not in _VERDICTS:
+                continue
+            stamped = {**item, "created_at": submitted, "updated_at": submitted}
+            out.append(self._comment(key.repo, stamped, "review_summary"))
+        return out, submitted_ids
+
+    def _review_comments(
+        self, key: TaskKey, reviews: Sequence[str], known: Sequence[Comment]
+    ) -> list[Comment]:
+        """The line comments of reviews submitted since the last check. They were drafted
+        while the review was pending, so their own times can be older than the `since` window
+        of the review comment listing: read them from their review.
+        https://docs.github.com/rest/pulls/reviews#list-comments-for-a-pull-request-review"""
+        seen = {c.id for c in known}
+        out = []
+        for review in reviews:
+            url = f"/repos/{key.repo}/pulls/{key.number}/reviews/{review}/comments"
+            for item in self._get_all(url, {"per_page": 100}):
+                comment = self._comment(key.repo, item, "review")
+                if comment.id not in seen:
+                    seen.add(comment.id)
+                    out.append(comment)
+        return out
+
+    def post_comment(self, key: TaskKey, body: str, reply_to: str | None = None) -> Comment:
         # Not retried on a transient error: the POST may have landed. Callers look up the
-        # comment's hidden marker before posting again.
-        url = f"/repos/{key.repo}/issues/{key.number}/comments"
+        # comment's hidden marker before posting again (replies are in the review comment
+        # listing, which `list_comments` reads too).
+        root = self._review_root(key, reply_to) if reply_to else None
+        if root is not None:
+            # https://docs.github.com/rest/pulls/comments#create-a-reply-for-a-review-comment
+            url = f"/repos/{key.repo}/pulls/{key.number}/comments/{root}/replies"
+        else:
+            url = f"/repos/{key.repo}/issues/{key.number}/comments"
         _, data = self._policy.call(
             "post_comment",
             lambda: self._req.requestJsonAndCheck("POST", url, input={"body": body}),
             self._translate,
             idempotent=False,
         )
-        return self._comment(key.repo, data, "conversation")
+        return self._comment(key.repo, data, "conversation" if root is None else "review")
+
+    def _review_root(self, key: TaskKey, comment_id: str) -> str | None:
+        """The top-level review comment of `comment_id`'s thread ("Replies to replies are not
+        supported"), or None when it is no review comment of this pull request: the answer
+        then goes to the main conversation."""
+        kind, _, number = comment_id.partition(":")
+        if key.kind is not Kind.PULL or kind != "review" or not number.isdigit():
+            return None
+        try:
+            item = self._get(f"/repos/{key.repo}/pulls/comments/{number}")
+        except NotFound:
+            return None
+        if not str(item.get("pull_request_url", "")).endswith(f"/pulls/{key.number}"):
+            return None
+        return str(item.get("in_reply_to_id") or item["id"])
 
     def edit_comment(self, key: TaskKey, comment_id: str, body: str) -> Comment:
         kind, _, number = comment_id.partition(":")
@@ -395,7 +465,9 @@ class GitHubForge:
         user = item.get("user") or {}
         login = user.get("login", "")
         is_bot = user.get("type") == "Bot"
-        prefix = "review" if kind == "review" else "issue"
+        prefix = {"review": "review", "review_summary": "pull-review"}.get(kind, "issue")
+        review = kind == "review"
+        parent = item.get("in_reply_to_id") if review else None
         return Comment(
             id=f"{prefix}:{item['id']}",
             author=login,
@@ -405,6 +477,10 @@ class GitHubForge:
             permission=Permission.NONE if is_bot or not login else self.permission(repo, login),
             author_is_bot=is_bot,
             kind=kind,
+            position=_position(item) if review else None,
+            thread_id=f"review:{parent or item['id']}" if review else None,
+            in_reply_to=f"review:{parent}" if parent else None,
+            review_state=str(item.get("state", "")).lower() if kind == "review_summary" else None,
         )
 
     def _get(self, url: str, params: dict[str, Any] | None = None) -> Any:
@@ -437,6 +513,23 @@ class GitHubForge:
         if etag:
             self._etags.put(cache_key, _Cached(etag, data, following))
         return data, following
+
+
+def _position(item: dict[str, Any]) -> ReviewPosition | None:
+    """A review comment's place: `line` on `side` of the diff (null when outdated, then
+    `original_line`); a comment on a whole file has no line.
+    https://docs.github.com/rest/pulls/comments#get-a-review-comment-for-a-pull-request"""
+    if not item.get("path"):
+        return None
+    on_file = item.get("subject_type") == "file"
+    return ReviewPosition(
+        path=clean_text(item["path"]),
+        line=None if on_file else item.get("line"),
+        side=str(item.get("side") or "RIGHT"),
+        start_line=None if on_file else item.get("start_line"),
+        original_line=None if on_file else item.get("original_line"),
+        diff_hunk=clean_text(item.get("diff_hunk")),
+    )
 
 
 def _change_request(data: dict[str, Any]) -> ChangeRequest:

@@ -23,7 +23,7 @@ import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
 from bot.forge import gitlab_discovery
-from bot.forge._util import TTLCache, clean_text, format_time, parse_time
+from bot.forge._util import LRU, TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
 from bot.forge.mentions import calls_bot
 from bot.forge.pacing import WindowPacer
@@ -37,6 +37,7 @@ from bot.forge.types import (
     Kind,
     Permission,
     Platform,
+    ReviewPosition,
     TaskKey,
     TaskSummary,
     Thread,
@@ -52,6 +53,8 @@ _ACCESS = [
     (1, Permission.READ),
 ]
 log = get_logger(__name__)
+# Notes that sit in a thread: on a diff line, or a reply ("Start a thread").
+_THREADED = ("DiffNote", "DiscussionNote")
 _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
 # Our clock and GitLab's may disagree; the first incremental query overlaps by this much.
 CLOCK_SKEW = timedelta(minutes=5)
@@ -134,6 +137,8 @@ class GitLabForge:
         self._scans: dict[str, _ProjectScan] = {}
         self._permissions: TTLCache[tuple[str, str], Permission] = TTLCache(permission_ttl)
         self._user_ids: TTLCache[str, int] = TTLCache(permission_ttl * 6)
+        # note id -> (task, discussion id, first note id): notes keep their discussion for life.
+        self._threads: LRU[str, tuple[str, str, str]] = LRU(65536)
         self._me: User | None = None
         self._labels_ready: set[tuple[str, str]] = set()
         # Open unlabelled threads that changed since the last look, and since when.
@@ -300,14 +305,43 @@ class GitLabForge:
                 collected.append(data)
             return collected
 
-        raw = self._call("list_comments", fetch)
-        comments = [self._comment(key.repo, n) for n in raw if not n.get("system")]
+        raw = [n for n in self._call("list_comments", fetch) if not n.get("system")]
+        if any(n.get("type") in _THREADED and self._threads.get(str(n["id"])) is None for n in raw):
+            self._learn_threads(key)
+        comments = [self._comment(key.repo, n) for n in raw]
         return sorted(comments, key=lambda c: (c.created_at, c.id))
 
-    def post_comment(self, key: TaskKey, body: str) -> Comment:
-        notes = self._thread_manager(key).get(key.number, lazy=True).notes
+    def _learn_threads(self, key: TaskKey) -> None:
+        """Which discussion each note is in: the notes listing does not say, and a reply needs
+        it. Read only when a threaded note not seen before arrives.
+        https://docs.gitlab.com/ee/api/discussions.html"""
+        discussions = self._thread_manager(key).get(key.number, lazy=True).discussions
+        for item in self._call("discussions", partial(discussions.list, get_all=True)):
+            notes = item.attributes.get("notes") or []
+            for note in notes:
+                where = (str(key), str(item.id), str(notes[0]["id"]))
+                self._threads.put(str(note["id"]), where)
+
+    def _thread_of(self, key: TaskKey, note_id: str) -> tuple[str, str, str] | None:
+        """The discussion of note `note_id` in this thread (None for a note elsewhere)."""
+        thread = self._threads.get(note_id)
+        if thread is None:
+            self._learn_threads(key)
+            thread = self._threads.get(note_id)
+        return thread if thread is not None and thread[0] == str(key) else None
+
+    def post_comment(self, key: TaskKey, body: str, reply_to: str | None = None) -> Comment:
+        parent = self._thread_manager(key).get(key.number, lazy=True)
+        notes = parent.notes
+        thread = self._thread_of(key, reply_to) if reply_to and reply_to.isdigit() else None
+        if thread is not None:
+            # "Add note to existing ... thread": POST .../discussions/:discussion_id/notes
+            notes = parent.discussions.get(thread[1], lazy=True).notes
         note = self._call("post_comment", partial(notes.create, {"body": body}), idempotent=False)
-        return self._comment(key.repo, dict(note.attributes))
+        data = dict(note.attributes)
+        if thread is not None:
+            self._threads.put(str(data["id"]), thread)
+        return self._comment(key.repo, data)
 
     def edit_comment(self, key: TaskKey, comment_id: str, body: str) -> Comment:
         notes = self._thread_manager(key).get(key.number, lazy=True).notes
@@ -456,8 +490,10 @@ class GitLabForge:
         if author.get("id") is not None and login:
             self._user_ids.put(login, int(author["id"]))
         is_bot = bool(author.get("bot")) or bool(_BOT_NAME.match(login))
+        note_id = str(note["id"])
+        thread = self._threads.get(note_id) if note.get("type") in _THREADED else None
         return Comment(
-            id=str(note["id"]),
+            id=note_id,
             author=login,
             body=clean_text(note.get("body")),
             created_at=parse_time(note["created_at"]),
@@ -466,7 +502,28 @@ class GitLabForge:
             author_is_bot=is_bot,
             is_system=bool(note.get("system")),
             kind="review" if note.get("type") == "DiffNote" else "conversation",
+            position=_position(note.get("position")),
+            thread_id=thread[1] if thread else None,
+            in_reply_to=thread[2] if thread and thread[2] != note_id else None,
+            # `confidential` is the name before GitLab 15.0; both are sent since.
+            internal=bool(note.get("internal") or note.get("confidential")),
         )
+
+
+def _position(data: Any) -> ReviewPosition | None:
+    """A DiffNote's place: an added line has only `new_line`, a removed one only `old_line`
+    (then it counts in the old file, GitHub's LEFT side), an unchanged one both.
+    https://docs.gitlab.com/ee/api/discussions.html#create-a-new-thread-in-the-merge-request-diff"""
+    if not isinstance(data, dict) or not (data.get("new_path") or data.get("old_path")):
+        return None
+    new_path, old_path = data.get("new_path") or data["old_path"], data.get("old_path")
+    new_line, old_line = data.get("new_line"), data.get("old_line")
+    return ReviewPosition(
+        path=clean_text(new_path),
+        line=new_line if new_line is not None else old_line,
+        side="RIGHT" if new_line is not None or old_line is None else "LEFT",
+        old_path=clean_text(old_path) if old_path and old_path != new_path else None,
+    )
 
 
 def _change_request(data: dict[str, Any]) -> ChangeRequest:

@@ -88,6 +88,24 @@ class User:
 
 
 @dataclass(frozen=True)
+class ReviewPosition:
+    """Where a review comment sits in a pull/merge request's diff.
+
+    `side` "RIGHT" means `line` counts in the new version of the file, "LEFT" in the old one
+    (a removed line). `line` is None when the comment is outdated (the code moved on);
+    `original_line` is then where it was made.
+    """
+
+    path: str
+    line: int | None = None
+    side: str = "RIGHT"
+    start_line: int | None = None  # first line of a multi-line comment
+    original_line: int | None = None
+    old_path: str | None = None  # GitLab: the file's path before the change, when renamed
+    diff_hunk: str = ""  # GitHub: the diff up to the commented line
+
+
+@dataclass(frozen=True)
 class Comment:
     id: str
     author: str
@@ -97,8 +115,18 @@ class Comment:
     permission: Permission = Permission.NONE
     author_is_bot: bool = False
     is_system: bool = False
-    # "conversation" for issue comments and notes, "review" for PR review comments.
+    # "conversation" for issue comments and notes, "review" for comments in a review thread
+    # (on a line of the diff, or replies there), "review_summary" for a review's own text.
     kind: str = "conversation"
+    position: ReviewPosition | None = None
+    # The review thread it belongs to (GitHub: the top-level review comment's id; GitLab: the
+    # discussion id) and the comment it answers; a reply to it lands in the same thread.
+    thread_id: str | None = None
+    in_reply_to: str | None = None
+    review_state: str | None = None  # review summaries: approved, changes_requested, ...
+    # GitLab internal note (formerly "confidential"): only project members can read it, so
+    # nothing the bot posts in public may quote it.
+    internal: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from bot.sandbox.world import (
     SComment,
     SCommit,
     SRepo,
+    SReview,
     SThread,
     SUser,
     tree_sha,
@@ -291,21 +292,82 @@ def comment_json(base: str, repo: SRepo, thread: SThread, comment: SComment) -> 
     url = f"{base}/repos/{repo.path}/pulls/comments/{comment.id}"
     html = f"{base}/{repo.path}/pull/{thread.number}#discussion_r{comment.id}"
     pull_url = f"{base}/repos/{repo.path}/pulls/{thread.number}"
-    return {
+    data = {
         **common,
         "url": url,
         "html_url": html,
         "pull_request_url": pull_url,
-        "pull_request_review_id": comment.id,
-        "diff_hunk": "@@ -1 +1 @@",
-        "path": "README.md",
+        "pull_request_review_id": comment.review_id or comment.id,
         "commit_id": thread.head_sha,
-        "original_commit_id": thread.head_sha,
         "_links": {
             "self": {"href": url},
             "html": {"href": html},
             "pull_request": {"href": pull_url},
         },
+        **_position_json(comment),
+    }
+    if comment.in_reply_to is not None:
+        data["in_reply_to_id"] = comment.in_reply_to
+    return data
+
+
+def _position_json(comment: SComment) -> dict[str, Any]:
+    """Where a review comment sits, in GitHub's terms: `line` in the file on `side` (RIGHT: the
+    new version, LEFT: the old one, for a removed line); `position`, the line index in the diff,
+    is "closing down" per the OpenAPI description; `line` replaces it.
+    https://docs.github.com/rest/pulls/comments#create-a-review-comment-for-a-pull-request"""
+    where = comment.position
+    if where is None:  # seeded without a position: a comment on line 1 of the README
+        return {
+            "path": "README.md",
+            "diff_hunk": "@@ -1 +1 @@",
+            "position": 1,
+            "original_position": 1,
+            "original_commit_id": "",
+            "line": 1,
+            "original_line": 1,
+            "side": "RIGHT",
+            "start_line": None,
+            "original_start_line": None,
+            "start_side": None,
+            "subject_type": "line",
+        }
+    side = "RIGHT" if where.line is not None else "LEFT"
+    line = where.line if where.line is not None else where.old_line
+    index = max(1, len(where.diff_hunk.splitlines()) - 1)  # lines below the hunk's header
+    return {
+        "path": where.path,
+        "diff_hunk": where.diff_hunk,
+        "position": index,
+        "original_position": index,
+        "original_commit_id": where.commit,
+        "line": line,
+        "original_line": line,
+        "side": side,
+        "start_line": None,
+        "original_start_line": None,
+        "start_side": None,
+        "subject_type": "line",
+    }
+
+
+def review_json(base: str, repo: SRepo, thread: SThread, review: SReview) -> dict[str, Any]:
+    """One pull request review: its own text and verdict (`state`), without its line comments.
+    https://docs.github.com/rest/pulls/reviews#list-reviews-for-a-pull-request"""
+    html = f"{base}/{repo.path}/pull/{thread.number}#pullrequestreview-{review.id}"
+    pull_url = f"{base}/repos/{repo.path}/pulls/{thread.number}"
+    return {
+        "id": review.id,
+        "node_id": f"PRR_{review.id}",
+        "user": user_json(base, review.author),
+        "body": review.body,
+        "state": review.state,
+        "html_url": html,
+        "pull_request_url": pull_url,
+        "_links": {"html": {"href": html}, "pull_request": {"href": pull_url}},
+        "submitted_at": _ts(review.submitted_at),
+        "commit_id": review.commit_id,
+        "author_association": _association(repo, review.author),
     }
 
 
@@ -431,6 +493,54 @@ def routes(server: ForgeServer) -> list[Route]:
             raise HttpError(403, "Must have admin rights to Repository.")
         world.edit_comment(comment.id, body)
         return Response(body=comment_json(req.base_url, repo, thread, comment))
+
+    def list_reviews(req: Request, m: re.Match[str]) -> Response:
+        # "The list of reviews returns in chronological order" (OpenAPI description); there is
+        # no `since` parameter.
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"], ("pull",))
+        items = [review_json(req.base_url, repo, thread, r) for r in thread.reviews]
+        return Response(body=items, paginate=True)
+
+    def review_comments(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"], ("pull",))
+        if not any(r.id == int(m["review"]) for r in thread.reviews):
+            raise HttpError(404, "Not Found")
+        items = [
+            comment_json(req.base_url, repo, thread, c)
+            for c in thread.comments
+            if c.review and c.review_id == int(m["review"])
+        ]
+        return Response(body=items, paginate=True)
+
+    def get_review_comment(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread, comment = comment_of(repo, m["id"], True)
+        return Response(body=comment_json(req.base_url, repo, thread, comment))
+
+    def reply(req: Request, m: re.Match[str]) -> Response:
+        # "This must be the ID of a top-level review comment, not a reply to that comment.
+        # Replies to replies are not supported."
+        # https://docs.github.com/rest/pulls/comments#create-a-reply-for-a-review-comment
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"], ("pull",))
+        target = next(
+            (c for c in thread.comments if c.review and c.id == int(m["id"])),
+            None,
+        )
+        if target is None:
+            raise HttpError(404, "Not Found")
+        if target.in_reply_to is not None:
+            raise HttpError(422, "Validation Failed: in_reply_to_id is a reply")
+        body = (req.body or {}).get("body")
+        if not isinstance(body, str) or not body:
+            raise HttpError(422, "Validation Failed")
+        assert req.user is not None
+        comment = world.reply(
+            "github", repo.path, thread.number, target.id, body, author=req.user.login, kind="pull"
+        )
+        return Response(201, comment_json(req.base_url, repo, thread, comment))
 
     def add_labels(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
@@ -689,6 +799,10 @@ def routes(server: ForgeServer) -> list[Route]:
         ("DELETE", issue + r"/labels/(?P<label>[^/]+)", remove_label),
         ("GET", pull, get_pull),
         ("GET", pull + "/comments", lambda r, m: list_comments(r, m, True)),
+        ("POST", pull + r"/comments/(?P<id>\d+)/replies", reply),
+        ("GET", pull + "/reviews", list_reviews),
+        ("GET", pull + r"/reviews/(?P<review>\d+)/comments", review_comments),
+        ("GET", REPO + r"/pulls/comments/(?P<id>\d+)", get_review_comment),
         ("PATCH", REPO + r"/pulls/comments/(?P<id>\d+)", lambda r, m: edit_comment(r, m, True)),
         ("GET", REPO + r"/collaborators/(?P<user>[^/]+)/permission", permission),
         ("GET", REPO + r"/contents/(?P<path>.+)", contents),

@@ -85,9 +85,17 @@ def thread_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
 
 
 def note_json(base: str, thread: SThread, note: SComment) -> dict[str, Any]:
-    return {
+    # `type`: "DiffNote" on a line of the diff, "DiscussionNote" in a thread, null for a plain
+    # comment; `position` only on DiffNotes; `internal` (GitLab 15.0+) and its deprecated
+    # alias `confidential` both present: GitLab's lib/api/entities/note.rb (`expose :position,
+    # if: ... note.is_a?(DiffNote)`, `expose :confidential?, as: :internal`) and
+    # https://docs.gitlab.com/ee/api/notes.html
+    threaded = note.in_reply_to is not None or any(
+        c.in_reply_to == note.id for c in thread.comments
+    )
+    data: dict[str, Any] = {
         "id": note.id,
-        "type": "DiffNote" if note.review else None,
+        "type": "DiffNote" if note.review else ("DiscussionNote" if threaded else None),
         "body": note.body,
         "author": user_json(base, note.author),
         "created_at": _ts(note.created_at),
@@ -97,6 +105,38 @@ def note_json(base: str, thread: SThread, note: SComment) -> dict[str, Any]:
         "noteable_type": "MergeRequest" if thread.kind == "mr" else "Issue",
         "noteable_iid": thread.number,
         "resolvable": note.review,
+        "confidential": note.internal,
+        "internal": note.internal,
+    }
+    if note.review:
+        data["position"] = _position_json(thread, note)
+    return data
+
+
+def _position_json(thread: SThread, note: SComment) -> dict[str, Any]:
+    """A DiffNote's position: an added line has only `new_line`, a removed line only
+    `old_line`, an unchanged line both. https://docs.gitlab.com/ee/api/discussions.html"""
+    where = note.position
+    path = where.path if where else "README.md"
+    return {
+        "base_sha": thread.head_sha,
+        "start_sha": thread.head_sha,
+        "head_sha": where.commit if where else thread.head_sha,
+        "old_path": path,
+        "new_path": path,
+        "position_type": "text",
+        "old_line": where.old_line if where else None,
+        "new_line": where.line if where else 1,
+        "line_range": None,
+    }
+
+
+def discussion_json(base: str, thread: SThread, notes: list[SComment]) -> dict[str, Any]:
+    """https://docs.gitlab.com/ee/api/discussions.html: a thread and its notes, oldest first."""
+    return {
+        "id": notes[0].discussion,
+        "individual_note": len(notes) == 1 and not notes[0].review,
+        "notes": [note_json(base, thread, n) for n in notes],
     }
 
 
@@ -191,13 +231,19 @@ def routes(server: ForgeServer) -> list[Route]:
             thread.body = done.text
         return Response(body=thread_json(req.base_url, repo, thread))
 
+    def visible(req: Request, repo: SRepo, thread: SThread) -> list[SComment]:
+        # Internal notes are readable by Reporter and up only (gitlab-org/gitlab#363045).
+        role = repo.roles.get(req.user.login, "none") if req.user else "none"
+        member = ROLES.index(role) >= ROLES.index("triage") if role in ROLES else False
+        return [c for c in thread.comments if member or not c.internal]
+
     def list_notes(req: Request, m: re.Match[str]) -> Response:
         repo = project_of(m)
         thread = thread_of(repo, m["section"], m["iid"])
         order = req.query.get("order_by", "created_at")
         descending = req.query.get("sort", "desc") == "desc"
         notes = sorted(
-            thread.comments,
+            visible(req, repo, thread),
             key=lambda n: (n.updated_at if order == "updated_at" else n.created_at, n.id),
             reverse=descending,
         )
@@ -216,6 +262,40 @@ def routes(server: ForgeServer) -> list[Route]:
             return _commands_only(done)
         note = world.add_comment(
             "gitlab", repo.path, thread.number, done.text, author=req.user.login, kind=thread.kind
+        )
+        return Response(201, note_json(req.base_url, thread, note))
+
+    def list_discussions(req: Request, m: re.Match[str]) -> Response:
+        repo = project_of(m)
+        thread = thread_of(repo, m["section"], m["iid"])
+        grouped: dict[str, list[SComment]] = {}
+        for note in sorted(visible(req, repo, thread), key=lambda n: (n.created_at, n.id)):
+            grouped.setdefault(world.discussion_of(note), []).append(note)
+        items = [discussion_json(req.base_url, thread, notes) for notes in grouped.values()]
+        return Response(body=items, paginate=True)
+
+    def reply(req: Request, m: re.Match[str]) -> Response:
+        # "Add note to existing merge request thread" / "... issue thread":
+        # POST .../discussions/:discussion_id/notes with `body`.
+        repo = project_of(m)
+        thread = thread_of(repo, m["section"], m["iid"])
+        first = next(
+            (n for n in thread.comments if world.discussion_of(n) == m["discussion"]), None
+        )
+        if first is None:
+            raise HttpError(404, "404 Discussion Not Found")
+        body = (req.body or {}).get("body")
+        if not isinstance(body, str) or not body:
+            raise HttpError(400, "body is missing")
+        assert req.user is not None
+        note = world.reply(
+            "gitlab",
+            repo.path,
+            thread.number,
+            first.id,
+            body,
+            author=req.user.login,
+            kind=thread.kind,
         )
         return Response(201, note_json(req.base_url, thread, note))
 
@@ -354,6 +434,8 @@ def routes(server: ForgeServer) -> list[Route]:
         ("GET", thread + "/notes", list_notes),
         ("POST", thread + "/notes", create_note),
         ("PUT", thread + r"/notes/(?P<note>\d+)", update_note),
+        ("GET", thread + "/discussions", list_discussions),
+        ("POST", thread + r"/discussions/(?P<discussion>[0-9a-f]+)/notes", reply),
         ("GET", PROJECT + r"/members/all/(?P<user>\d+)", member),
         ("GET", PROJECT + r"/repository/files/(?P<path>[^/]+)/raw", raw_file),
         ("GET", PROJECT + r"/repository/archive(?:\.tar\.gz)?", archive),

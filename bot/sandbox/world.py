@@ -6,6 +6,7 @@ All access goes through `World.lock` because the HTTP server is threaded.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import io
 import itertools
@@ -53,6 +54,35 @@ class SComment:
     updated_at: datetime
     system: bool = False
     review: bool = False  # GitHub PR review comment / GitLab diff note
+    position: SPosition | None = None  # where on the diff a review comment sits
+    in_reply_to: int | None = None  # the comment it answers in a review thread
+    review_id: int | None = None  # GitHub: the review that submitted it
+    discussion: str = ""  # GitLab: the discussion (thread) it belongs to
+    internal: bool = False  # GitLab internal note
+
+
+@dataclass
+class SPosition:
+    """A line of a request's diff: `line` in the new file, `old_line` in the old one (both for
+    an unchanged line, one of them for an added or removed line)."""
+
+    path: str
+    line: int | None
+    old_line: int | None
+    diff_hunk: str
+    commit: str
+
+
+@dataclass
+class SReview:
+    """A GitHub pull request review: its own text and verdict; line comments point to it."""
+
+    id: int
+    author: SUser
+    body: str
+    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED
+    submitted_at: datetime
+    commit_id: str
 
 
 @dataclass
@@ -69,6 +99,7 @@ class SThread:
     assignees: list[SUser] = field(default_factory=list)
     state: str = "open"
     comments: list[SComment] = field(default_factory=list)
+    reviews: list[SReview] = field(default_factory=list)
     head_ref: str = ""
     base_ref: str = "main"
     head_sha: str = ""
@@ -147,6 +178,26 @@ class SRepo:
         self.commits[commit.sha] = commit
         self.trees[commit.tree] = commit.files
         return commit
+
+
+def diff_hunk(old: str, new: str, line: int | None, old_line: int | None) -> str:
+    """GitHub's `diff_hunk` of a review comment: the unified-diff hunk holding the commented
+    line, cut right after it (GitHub shows the hunk up to the comment)."""
+    a, b = old.splitlines(), new.splitlines()
+    for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(3):
+        first, last = group[0], group[-1]
+        header = f"@@ -{first[1] + 1},{last[2] - first[1]} +{first[3] + 1},{last[4] - first[3]} @@"
+        rows: list[tuple[str, int | None, int | None]] = []
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                rows += [(" " + a[i1 + k], i1 + k + 1, j1 + k + 1) for k in range(i2 - i1)]
+                continue
+            rows += [("-" + a[i], i + 1, None) for i in range(i1, i2)]
+            rows += [("+" + b[j], None, j + 1) for j in range(j1, j2)]
+        for index, (_text, o, n) in enumerate(rows):
+            if (line is not None and n == line) or (line is None and o == old_line):
+                return "\n".join([header, *(text for text, _, _ in rows[: index + 1])])
+    return f"@@ -{old_line or line} +{line or old_line} @@"
 
 
 def tarball(prefix: str, files: Mapping[str, bytes]) -> bytes:
@@ -277,6 +328,106 @@ class World:
             thread.updated_at = now
             for hook in self.comment_hooks:
                 hook(self.repo(platform, path), thread, comment)
+            return comment
+
+    def add_review_comment(
+        self,
+        platform: str,
+        path: str,
+        number: int,
+        body: str,
+        *,
+        file: str,
+        line: int | None = None,
+        old_line: int | None = None,
+        author: str = "alice",
+        review_id: int | None = None,
+    ) -> SComment:
+        """A comment on a line of a pull/merge request's diff (GitHub review comment, GitLab
+        DiffNote), with the hunk computed from the base and head files."""
+        with self.lock:
+            repo = self.repo(platform, path)
+            thread = self.thread(platform, path, number, "pull" if platform == "github" else "mr")
+            old = (repo.files(thread.base_ref) or {}).get(file, b"").decode(errors="replace")
+            new = (repo.files(thread.head_sha) or {}).get(file, b"").decode(errors="replace")
+            hunk = diff_hunk(old, new, line, old_line)
+            comment = self.add_comment(
+                platform, path, number, body, author=author, kind=thread.kind, review=True
+            )
+            comment.position = SPosition(file, line, old_line, hunk, thread.head_sha)
+            comment.review_id = review_id
+            return comment
+
+    def add_review(
+        self,
+        path: str,
+        number: int,
+        body: str,
+        *,
+        state: str = "CHANGES_REQUESTED",
+        author: str = "alice",
+        comments: list[tuple[str, int, str]] | None = None,
+    ) -> SReview:
+        """A GitHub review submitted with its text, verdict and (file, line, text) comments."""
+        with self.lock:
+            thread = self.thread("github", path, number, "pull")
+            review_id = self.next_id()
+            for file, line, text in comments or []:
+                self.add_review_comment(
+                    "github",
+                    path,
+                    number,
+                    text,
+                    file=file,
+                    line=line,
+                    author=author,
+                    review_id=review_id,
+                )
+            now = self.clock()
+            review = SReview(review_id, self.user(author), body, state, now, thread.head_sha)
+            thread.reviews.append(review)
+            thread.updated_at = now
+            return review
+
+    def reply(
+        self,
+        platform: str,
+        path: str,
+        number: int,
+        target: int,
+        body: str,
+        *,
+        author: str = "alice",
+        kind: str | None = None,
+    ) -> SComment:
+        """A reply in the review thread (GitHub) or discussion (GitLab) of comment `target`."""
+        with self.lock:
+            thread = self.thread(platform, path, number, kind)
+            parent = next(c for c in thread.comments if c.id == target)
+            comment = self.add_comment(
+                platform, path, number, body, author=author, kind=thread.kind, review=parent.review
+            )
+            comment.position = parent.position
+            comment.in_reply_to = parent.in_reply_to or parent.id
+            comment.discussion = self.discussion_of(parent)
+            # GitLab keeps one confidentiality per discussion: a reply to an internal note is
+            # internal too (Notes::BuildService, see gitlab-org/gitlab!246254).
+            comment.internal = parent.internal
+            return comment
+
+    def discussion_of(self, comment: SComment) -> str:
+        """GitLab discussion ids are 40 hex characters; a note starts its own unless a reply."""
+        if not comment.discussion:
+            comment.discussion = hashlib.sha1(f"discussion-{comment.id}".encode()).hexdigest()
+        return comment.discussion
+
+    def add_internal_note(
+        self, path: str, number: int, body: str, *, author: str = "alice", kind: str | None = None
+    ) -> SComment:
+        """A GitLab internal note: readable only by project members (Reporter and up)."""
+        with self.lock:
+            comment = self.add_comment("gitlab", path, number, body, author=author, kind=kind)
+            comment.internal = True
             return comment
 
     def edit_comment(self, comment_id: int, body: str) -> SComment:
