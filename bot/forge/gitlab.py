@@ -144,6 +144,7 @@ class GitLabForge:
         # Open unlabelled threads that changed since the last look, and since when.
         self._changed: dict[TaskKey, tuple[TaskSummary, datetime]] = {}
         self._group_high_water: dict[str, datetime] = {}
+        self._checked: LRU[TaskKey, datetime] = LRU(4096)  # thread -> updated_at read
 
     def _call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
         return self._policy.call(operation, fn, self._translate, idempotent=idempotent)
@@ -214,6 +215,9 @@ class GitLabForge:
         changed, self._changed = self._changed, {}
         me = self.whoami().login
         for key, (item, since) in changed.items():
+            if self._checked.get(key) == item.updated_at:
+                continue  # listed again (the listings overlap): its notes were read
+            self._checked.put(key, item.updated_at)
             if key not in found and any(
                 c.permission.can_write and not c.author_is_bot and calls_bot(c.body, me)
                 for c in self.list_comments(key, since=since)

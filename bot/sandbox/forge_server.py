@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -164,6 +165,7 @@ class ForgeServer:
         # Discovery state (bot/sandbox/mentions.py fills it when a comment mentions a user).
         self.notifications: dict[str, list[github_discovery_api.SNotification]] = {}
         self.todos: dict[str, list[gitlab_discovery_api.STodo]] = {}
+        self.notifications_served: dict[str, datetime] = {}  # login -> Last-Modified sent
         self.repo_labels: dict[str, set[str]] = {}  # labels that exist in a repository
         self.watchers: dict[str, set[str]] = {}  # GitHub repository -> logins watching it
         self.labels_created: list[tuple[str, str, str]] = []  # (platform, repo, name)

@@ -9,7 +9,9 @@ minute (answered with 403 and `x-ratelimit-resource: search` when exceeded).
 Notifications (docs.github.com/rest/activity/notifications): threads where the user was
 mentioned carry reason `mention`; `participating=true` keeps only those the user takes part in;
 `since` filters by `updated_at`; the answer carries `Last-Modified` and a request whose
-`If-Modified-Since` is not older gets 304; `PATCH /notifications/threads/{id}` marks one read.
+`If-Modified-Since` is not older gets 304 (a notification that arrives within the second of a
+Last-Modified already sent is dated the next second, so that the list's date moves on);
+`PATCH /notifications/threads/{id}` marks one read.
 Installation tokens of GitHub Apps get 403 here ("Resource not accessible by integration").
 
 Labels (docs.github.com/rest/issues/labels#create-a-label): 201, or 422 with code
@@ -119,6 +121,7 @@ def routes(server: ForgeServer) -> list[Route]:
             and (not since or n.updated_at >= _parse(since))
         ]
         newest = max((n.updated_at for n in notes), default=datetime.fromtimestamp(0, UTC))
+        server.notifications_served[req.user.login] = newest
         modified = format_datetime(newest, usegmt=True)
         asked = req.headers.get("If-Modified-Since")
         if asked and parsedate_to_datetime(asked) >= newest:

@@ -9,6 +9,7 @@ comment (docs.gitlab.com/user/todos, "Actions that create to-do items").
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from bot.sandbox.github_discovery_api import SNotification
@@ -22,6 +23,13 @@ _MENTION = re.compile(r"(?<![\w`])@([A-Za-z0-9][A-Za-z0-9_.\-]*(?:\[bot\])?)")
 
 
 def watch(server: ForgeServer) -> None:
+    def notify(login: str, repo: SRepo, thread: SThread, reason: str, at: datetime) -> None:
+        served = server.notifications_served.get(login)
+        if served is not None and at <= served:
+            at = served + timedelta(seconds=1)  # HTTP dates have whole seconds
+        note = SNotification(server.world.next_id(), repo, thread, reason, at)
+        server.notifications.setdefault(login, []).append(note)
+
     def on_comment(repo: SRepo, thread: SThread, comment: SComment) -> None:
         if comment.system:
             return
@@ -31,21 +39,14 @@ def watch(server: ForgeServer) -> None:
             logins = {login for _, login in called}
             for watcher in server.watchers.get(repo.path, set()) - logins:
                 if watcher != comment.author.login:
-                    server.notifications.setdefault(watcher, []).append(
-                        SNotification(
-                            server.world.next_id(), repo, thread, "subscribed", comment.created_at
-                        )
-                    )
+                    notify(watcher, repo, thread, "subscribed", comment.created_at)
         for position, login in called:
             # An app is mentioned by its slug; its bot user is `<slug>[bot]`.
             user = server.world.users.get(login) or server.world.users.get(f"{login}[bot]")
             if user is None or user.login == comment.author.login:
                 continue
             if repo.platform == "github":
-                note_id = server.world.next_id()
-                server.notifications.setdefault(user.login, []).append(
-                    SNotification(note_id, repo, thread, "mention", comment.created_at)
-                )
+                notify(user.login, repo, thread, "mention", comment.created_at)
             else:
                 action = "directly_addressed" if position == 0 else "mentioned"
                 server.todos.setdefault(user.login, []).append(
