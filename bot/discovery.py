@@ -34,7 +34,7 @@ def discover(source: Source) -> DiscoveryResult:
     repos = list(source.repos)
     across: Callable[[Sequence[str]], tuple[list[TaskSummary], list[str]]] | None
     across = getattr(source.forge, "list_tasks_across", None)
-    if across is not None and len(repos) >= source.cross_repo_from:
+    if across is not None and len(repos) >= source.cross_repo_threshold():
         try:
             found, repos = across(source.repos)
             _found(result, found)

@@ -74,7 +74,7 @@ def test_cross_repo_failure_falls_back_to_per_repo(
     # GitHub: search refuses the query; GitLab: the namespace is a user's, not a group (404).
     path, status = (r"^/search/", 422) if platform == "github" else (r"/groups/", 404)
     server.add_fault(Fault(status=status, path=path, times=1, body={"message": "no"}))
-    result = discover(Source(make_forge(), tuple(names)))
+    result = discover(Source(make_forge(), tuple(names), cross_repo_from=1))
     assert [t.title for t in result.tasks] == ["labelled"]
     assert server.count(path=LISTING[platform]) >= len(names)  # listed one by one instead
     assert result.failed_repos == []

@@ -17,7 +17,7 @@ from bot.forge.types import TaskKey
 from bot.metrics import Metrics
 
 # From this many repositories on, discovery lists across them (search, group listings) instead
-# of one by one: below it, the per-repository conditional listings cost nothing (304s).
+# of one by one, unless the forge says otherwise (`cross_repo_from` on the adapter).
 CROSS_REPO_FROM = 3
 
 
@@ -27,10 +27,15 @@ class Source:
 
     forge: Forge
     repos: tuple[str, ...]
-    cross_repo_from: int = CROSS_REPO_FROM
+    cross_repo_from: int | None = None  # None: the adapter's own threshold
     # Several sources on one platform (a GitHub App's installations): each one resumes only
     # the saved tasks of its own repositories.
     own_repos_only: bool = False
+
+    def cross_repo_threshold(self) -> int:
+        if self.cross_repo_from is not None:
+            return self.cross_repo_from
+        return int(getattr(self.forge, "cross_repo_from", CROSS_REPO_FROM))
 
     def owns(self, key: TaskKey) -> bool:
         if key.platform is not self.forge.platform:
