@@ -210,3 +210,18 @@ def test_news_on_a_finished_thread_does_not_restart_it(rig: Rig) -> None:
     rig.run_once()
     assert len(rig.bot_comments(thread)) == posted
     assert rig.state(thread).run == 1
+
+
+def test_a_token_without_notifications_still_discovers(server: ForgeServer) -> None:
+    """Fine-grained tokens get 403 from /notifications: labelled threads are still found, and
+    the endpoint is not asked again."""
+    from bot.forge.github import GitHubForge
+    from tests.conftest import BOT_TOKEN, LABELS
+
+    server.world.add_thread("github", REPO, title="labelled", labels=["coding agent"])
+    server.add_fault(Fault(status=403, path="^/notifications$", times=5, body={"message": "no"}))
+    forge = GitHubForge(server.url, BOT_TOKEN, watch_labels=LABELS, seconds_between_writes=0)
+    for _ in range(2):
+        result = discover(Source(forge, (REPO,)))
+        assert [t.title for t in result.tasks] == ["labelled"]
+    assert server.count(path="^/notifications$") == 1

@@ -8,9 +8,11 @@ and a `/bot` without a mention in the repositories the bot's account watches. Th
 way to poll notifications). Each notification read is marked read, so it is handled once; the
 comments are read to check that a writer called (a notification does not say who).
 
-Installation tokens of GitHub Apps cannot read notifications (the endpoint answers 403
-"Resource not accessible by integration"): an app hears mentions through the webhook listener,
-and the labelled threads through search.
+Installation tokens of GitHub Apps and fine-grained personal access tokens cannot read
+notifications (docs.github.com/rest/activity/notifications: "does not work with GitHub App user
+access tokens, GitHub App installation access tokens, or fine-grained personal access tokens";
+the answer is 403): then mentions and `/bot` on unlabelled threads arrive only through the
+webhook listener, and the labelled threads through the listings or search, as before.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.forge._util import format_time, parse_time
+from bot.forge.errors import AuthError
 from bot.forge.mentions import calls_bot
 from bot.forge.types import Comment, Kind, Permission, Platform, TaskKey, TaskSummary, Thread, User
 from bot.log import get_logger
@@ -51,7 +54,7 @@ class GitHubMentions:
         self._told = False
 
     def tasks(self, repos: Sequence[str], me: User) -> list[TaskSummary]:
-        if me.is_bot:
+        if me.is_bot or self._told:
             if not self._told:
                 self._told = True
                 log.info("mentions_via_webhooks_only", reason="app tokens get no notifications")
@@ -60,7 +63,14 @@ class GitHubMentions:
         if self._since is not None:
             params["since"] = format_time(self._since)
         headers = {"If-Modified-Since": self._last_modified} if self._last_modified else {}
-        response_headers, data = self._fetch(params, headers)
+        try:
+            response_headers, data = self._fetch(params, headers)
+        except AuthError as exc:
+            if exc.status != 403:
+                raise
+            self._told = True  # a token that may not read notifications: stop asking
+            log.warning("mentions_unavailable", error=str(exc))
+            return []
         if data is None:  # 304: nothing new
             return []
         self._last_modified = response_headers.get("last-modified") or self._last_modified
