@@ -225,3 +225,17 @@ def test_a_token_without_notifications_still_discovers(server: ForgeServer) -> N
         result = discover(Source(forge, (REPO,)))
         assert [t.title for t in result.tasks] == ["labelled"]
     assert server.count(path="^/notifications$") == 1
+
+
+def test_incomplete_search_falls_back_to_per_repo(server: ForgeServer) -> None:
+    from bot.forge.github import GitHubForge
+    from tests.conftest import BOT_TOKEN, LABELS
+
+    names = many_repos(server, "github", 4)
+    server.world.add_thread("github", names[2], title="labelled", labels=["coding agent"])
+    timed_out = {"total_count": 0, "incomplete_results": True, "items": []}
+    server.add_fault(Fault(status=200, path="^/search/", times=1, body=timed_out))
+    forge = GitHubForge(server.url, BOT_TOKEN, watch_labels=LABELS, seconds_between_writes=0)
+    result = discover(Source(forge, tuple(names)))
+    assert [t.title for t in result.tasks] == ["labelled"]
+    assert server.count(path=LISTING["github"]) >= len(names)

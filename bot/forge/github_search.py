@@ -9,8 +9,10 @@ the number of repositories; results are narrowed to the configured repositories 
 Limits: the search API allows 30 requests a minute to an authenticated client
 (docs.github.com/rest/search/search, "Rate limit"), paced here with a sliding window; a query is
 at most 256 characters (longer ones are refused with 422) and a search returns at most 1,000
-results. An owner whose query cannot be built (over-long label names) falls back to the
-per-repository listing, as does any repository the caller wants covered but search skipped.
+results, and says `incomplete_results` when it timed out. An owner whose query cannot be built
+(over-long label names) or whose results are not all there falls back to the per-repository
+listing. The search index trails changes by a few seconds: a label added just before a cycle
+may be seen one cycle later (the webhook, when configured, hears it at once).
 """
 
 from __future__ import annotations
@@ -77,23 +79,32 @@ class GitHubSearch:
             if any(len(q) > MAX_QUERY for q in queries):
                 uncovered.extend(owned)
                 continue
-            for query in queries:
-                for item in self._search(query):
+            answers = [self._search(query) for query in queries]
+            if any(items is None for items in answers):
+                uncovered.extend(owned)  # incomplete or over 1,000 results: list one by one
+                continue
+            for items in answers:
+                for item in items or []:
                     found_in = self._repo_of(item)
                     if found_in is not None and found_in.lower() in wanted:
                         summary = self._summarize(wanted[found_in.lower()], item)
                         found[str(summary.key)] = summary
         return Coverage(sorted(found.values(), key=lambda s: s.key), uncovered)
 
-    def _search(self, query: str) -> list[dict[str, Any]]:
+    def _search(self, query: str) -> list[dict[str, Any]] | None:
+        """Every result, or None when search cannot give them all (it timed out and says
+        `incomplete_results`, or there are more than it returns)."""
         items: list[dict[str, Any]] = []
         url: str | None = "/search/issues"
         params: dict[str, Any] | None = {"q": query, "per_page": 100}
-        while url is not None and len(items) < MAX_RESULTS:
+        while url is not None:
             self._pacer.acquire()
             data, url = self._get(url, params)
             params = None  # the Link header carries the query
-            items.extend((data or {}).get("items") or [])
+            data = data or {}
+            if data.get("incomplete_results") or int(data.get("total_count") or 0) > MAX_RESULTS:
+                return None
+            items.extend(data.get("items") or [])
         return items
 
     @staticmethod
