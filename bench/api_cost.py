@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import requests
@@ -27,7 +28,7 @@ from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
 from bot.forge.types import Kind, Platform, TaskKey
 from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.world import StepClock
+from bot.sandbox.world import StepClock, utcnow
 
 TOKEN = "bench-token"
 LABELS = watched_labels(LabelSettings())  # exactly what the daemon watches
@@ -118,6 +119,8 @@ def scale_cycle(platform: str, repos: int) -> tuple[int, int, int, int]:
     """(requests, billed) of one idle cycle listing per repository, then across repositories."""
     with ForgeServer() as server:
         world = server.world
+        # Idle: nothing changed in the last hour (GitLab's change listings overlap 5 minutes).
+        world.clock = StepClock(utcnow() - timedelta(hours=1), step=0.001)  # type: ignore[method-assign]
         world.add_user("bot", token=TOKEN)
         names = [f"org/repo{i}" for i in range(repos)]
         for i, name in enumerate(names):
@@ -134,7 +137,8 @@ def scale_cycle(platform: str, repos: int) -> tuple[int, int, int, int]:
         out: list[int] = []
         for cross_from in (len(names) + 1, 1):  # per repository, then across
             source = Source(forge, tuple(names), cross_repo_from=cross_from)
-            discover(source)  # the first cycle fills the caches (ETags, high-water marks)
+            for _ in range(2):  # fill the caches (ETags, high-water marks, changes read)
+                discover(source)
             out.extend(measure(server, lambda source=source: discover(source)))
         return out[0], out[1], out[2], out[3]
 
