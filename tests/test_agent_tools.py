@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from bot.agent.repo_tools import repo_tools
-from bot.agent.snapshot import Limits, extract, snapshot
+from bot.agent.snapshot import COMPLETE, Limits, extract, snapshot
 from bot.agent.tools import Toolbox, finish_tool
-from bot.agent.workspace import Workspace
+from bot.agent.workspace import Workspace, WorkspaceError
 from bot.context.tokens import TokenCounter
 from bot.llm.base import ToolCall
 
@@ -173,7 +174,7 @@ def test_file_count_cap(tmp_path: Path) -> None:
     dest = tmp_path / "out"
     dest.mkdir()
     skipped = extract(archive, dest, Limits(max_files=10))
-    assert len(list(dest.iterdir())) == 10
+    assert len(list(dest.glob("f*.txt"))) == 10
     assert any("cap reached" in s for s in skipped)
 
 
@@ -198,3 +199,42 @@ def test_concurrent_workers_share_one_snapshot_download(tmp_path: Path) -> None:
     assert forge.downloads == 1
     assert len(set(roots)) == 1 and (roots[0] / "b" / "c.txt").read_text() == "c"
     assert [p.name for p in (cache / "snapshots").iterdir()] == ["abc123"]  # no partial leftovers
+
+
+def test_snapshot_keeps_modes_link_targets_and_left_out_paths_without_real_links(
+    tmp_path: Path,
+) -> None:
+    archive = tmp_path / "modes.tar.gz"
+    with tarfile.open(archive, mode="w:gz") as tar:
+        for name, data, mode in (
+            ("top/run.sh", b"#!/bin/sh\n", 0o755),
+            ("top/z.bin", b"x" * 64, 0o644),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("top/escape")
+        link.type, link.linkname = tarfile.SYMTYPE, "../../etc/passwd"
+        tar.addfile(link)
+
+    def fetch(where: str) -> Path:
+        dest = tmp_path / where
+        dest.mkdir()
+        extract(archive, dest, Limits(max_file_bytes=32))
+        (dest / COMPLETE).write_text("sha")
+        return dest
+
+    dest = fetch("out")
+    shutil.rmtree(dest)  # the cache lost it before the first look: fetched again, meta too
+    workspace = Workspace(dest, {}, refetch=lambda: fetch("again"))
+    assert workspace.mode("run.sh") == "100755" and workspace.mode("escape") == "120000"
+    dest = workspace.root
+    assert workspace.link_target("escape") == "../../etc/passwd"
+    assert workspace.snapshot_bytes("escape") == b"../../etc/passwd"
+    assert not (dest / "escape").is_symlink()
+    assert workspace.exists_in_snapshot("z.bin") and workspace.left_out("z.bin")
+    with pytest.raises(WorkspaceError, match="left out"):
+        workspace.read("z.bin")
+    with pytest.raises(WorkspaceError, match="symbolic link"):
+        workspace.write("escape", "text")
+    assert ".snapshot-meta.json" not in [e.path for e in workspace.files()]

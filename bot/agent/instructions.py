@@ -9,6 +9,8 @@ or not, changes nothing the model is told to do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bot.agent.workspace import Workspace, WorkspaceError, is_binary
 from bot.comments import Trust
 from bot.context.engine import agent_rules
@@ -48,7 +50,15 @@ def repository_instructions(
     counter: TokenCounter,
     budget: int,
 ) -> str:
-    """The budgeted instruction text for the system prompt, from the commit that counts.
+    """The budgeted instruction text for the system prompt, from the commit that counts."""
+    return agent_rules(trusted_reader(forge, thread, pinned, snapshot, trusted), counter, budget)
+
+
+def trusted_reader(
+    forge: Forge, thread: Thread, pinned: str, snapshot: Workspace, trusted: bool
+) -> Callable[[str], str | None]:
+    """Reads repository files from the commit whose instructions count (the same rule for the
+    agent files and for `.coding-agent.yml`).
 
     `snapshot` is the pinned commit's snapshot; its changeset (the bot's own edits) is never
     read, so the bot cannot instruct itself either.
@@ -57,21 +67,21 @@ def repository_instructions(
     if sha == pinned:
         pristine = Workspace(snapshot.root, {})
 
-        def read(name: str) -> str | None:
+        def read_pinned(name: str) -> str | None:
             try:
                 return pristine.text(name)
             except WorkspaceError:
                 return None
 
-    else:
+        return read_pinned
 
-        def read(name: str) -> str | None:
-            try:
-                data = forge.read_file(thread.key.repo, name, sha)
-            except NotFound:
-                return None
-            if len(data) > MAX_RULES_BYTES or is_binary(data):
-                return None
-            return data.decode("utf-8", errors="replace")
+    def read_remote(name: str) -> str | None:
+        try:
+            data = forge.read_file(thread.key.repo, name, sha)
+        except NotFound:
+            return None
+        if len(data) > MAX_RULES_BYTES or is_binary(data):
+            return None
+        return data.decode("utf-8", errors="replace")
 
-    return agent_rules(read, counter, budget)
+    return read_remote

@@ -123,10 +123,17 @@ def list_files(workspace: Workspace, args: ListFilesArgs) -> str:
             parent = "/".join(parts[:level])
             name = parts[level] + ("/" if level < len(parts) - 1 else "")
             children[parent].append((name, entry.size if level == len(parts) - 1 else 0))
-    if not found:
+    left_out = workspace.left_out_under(prefix)
+    if not found and not left_out:
         raise WorkspaceError(f"error: no directory {args.path!r}")
     lines = [f"{base or '.'}/"]
     _render(children, "", 1, lines)
+    if left_out:  # they exist: the model must not take them for absent
+        shown = ", ".join(left_out[:20]) + (", ..." if len(left_out) > 20 else "")
+        lines.append(
+            f"({len(left_out)} more files exist but are left out of the snapshot, over its "
+            f"size limits; they cannot be read or changed: {shown})"
+        )
     return "\n".join(lines)
 
 

@@ -23,7 +23,7 @@ from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
 from bot.agent.instructions import author_trusted, repository_instructions
 from bot.agent.pinning import pin
 from bot.agent.plan_tool import plan_tool
-from bot.agent.publish import publish
+from bot.agent.publish import PublishError, publish
 from bot.agent.repo_tools import repo_tools
 from bot.agent.shrink import StillTooLong, WindowCap, complete_or_shrink
 from bot.agent.tools import (
@@ -548,15 +548,18 @@ class _Run:
         answer = self.poster.withhold(answer)  # it goes into the request and commit too
         self.state.final_answer = answer
         assert self.thread is not None
-        published = publish(
-            self.forge,
-            self.thread,
-            self.state,
-            self.workspace(),
-            self.settings.agent,
-            self._save,
-            answer,
-        )
+        try:
+            published = publish(
+                self.forge,
+                self.thread,
+                self.state,
+                self.workspace(),
+                self.settings.agent,
+                self._save,
+                answer,
+            )
+        except PublishError as exc:  # a conflict with someone's push: stop, name it
+            self._fail(str(exc))
         comment = answer
         if published is not None and published.request_url:
             comment += (

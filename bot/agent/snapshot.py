@@ -2,15 +2,20 @@
 
 Extraction is defensive: archives come from the forge, but their content comes from anyone who
 can push. No member may leave the target directory (absolute paths, `..`), links are not
-created (a symlink is recorded as a small text stub so the model still sees it exists), device
+created (a symlink is written as a small text stub so the model still sees it exists), device
 files are skipped, and the file count and total size are capped; what is skipped is listed in
 `.snapshot-skipped` so the model can be told.
+
+What publishing needs to write the repository back faithfully is kept in `.snapshot-meta.json`:
+each executable's and each symlink's git mode, each symlink's target, and the paths that exist
+in the commit but were left out (over a cap), so they are never mistaken for absent files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import tarfile
@@ -27,6 +32,8 @@ from bot.log import get_logger
 log = get_logger(__name__)
 COMPLETE = ".snapshot-complete"
 SKIPPED = ".snapshot-skipped"
+META = ".snapshot-meta.json"
+EXECUTABLE, SYMLINK = "100755", "120000"
 
 
 @dataclass(frozen=True)
@@ -79,11 +86,28 @@ def _download(forge: Forge, repo: str, sha: str, cache: Path, target: Path, limi
     return target
 
 
+@dataclass
+class _Meta:
+    """Modes of the files that are not plain (path -> git mode), symlink targets, and the paths
+    of files that exist in the commit but are not in the snapshot."""
+
+    modes: dict[str, str]
+    links: dict[str, str]
+    absent: list[str]
+
+    def save(self, dest: Path) -> None:
+        data = {"modes": self.modes, "links": self.links, "absent": self.absent}
+        (dest / META).write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+
+
 def extract(archive: Path, dest: Path, limits: Limits) -> list[str]:
-    """Extract regular files under one top-level directory; returns what was skipped and why."""
+    """Extract regular files under one top-level directory; returns what was skipped and why.
+    Writes `META` beside them."""
     skipped: list[str] = []
+    meta = _Meta({}, {}, [])
     files = 0
     total = 0
+    full = False
     try:
         tar = tarfile.open(archive, mode="r:*")  # noqa: SIM115 - closed by the `with` below
     except (tarfile.TarError, OSError) as exc:
@@ -94,27 +118,42 @@ def extract(archive: Path, dest: Path, limits: Limits) -> list[str]:
             if relative is None:
                 skipped.append(f"{member.name}: unsafe path")
                 continue
+            path = str(relative)
             if member.issym() or member.islnk():
+                # Never a real link: a stub for the model. A symlink's target is kept for
+                # publishing; a hard link's content is unknown, so the file counts as left out.
                 _write(dest, relative, f"(link to {member.linkname})\n".encode(), skipped)
+                if member.issym():
+                    meta.modes[path], meta.links[path] = SYMLINK, member.linkname
+                else:
+                    meta.absent.append(path)
                 skipped.append(f"{relative}: link not followed")
                 continue
             if not member.isfile():
                 if not member.isdir():
                     skipped.append(f"{relative}: special file")
                 continue
+            if member.mode & 0o111:
+                meta.modes[path] = EXECUTABLE
             if member.size > limits.max_file_bytes:
+                meta.absent.append(path)
                 skipped.append(f"{relative}: {member.size} bytes, over the per-file cap")
                 continue
-            if files >= limits.max_files or total + member.size > limits.max_total_bytes:
-                skipped.append(f"{relative} and the rest: snapshot cap reached")
-                break
+            if full or files >= limits.max_files or total + member.size > limits.max_total_bytes:
+                meta.absent.append(path)  # known to exist: publishing must not "create" it
+                if not full:
+                    skipped.append(f"{relative} and the rest: snapshot cap reached")
+                full = True
+                continue
             source = tar.extractfile(member)
             if source is None:
                 continue
             with source:
-                _write(dest, relative, source.read(limits.max_file_bytes + 1), skipped)
+                if not _write(dest, relative, source.read(limits.max_file_bytes + 1), skipped):
+                    meta.absent.append(path)
             files += 1
             total += member.size
+    meta.save(dest)
     return skipped
 
 
@@ -136,12 +175,12 @@ def _relative(name: str) -> PurePosixPath | None:
     return PurePosixPath(*parts)
 
 
-def _write(dest: Path, relative: PurePosixPath, data: bytes, skipped: list[str]) -> None:
+def _write(dest: Path, relative: PurePosixPath, data: bytes, skipped: list[str]) -> bool:
     target = dest.joinpath(*relative.parts)
     # resolve() follows links: a link planted in a parent directory cannot redirect us.
     if not target.resolve().is_relative_to(dest.resolve()):
         skipped.append(f"{relative}: escapes the snapshot")
-        return
+        return False
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "wb") as handle:
@@ -149,6 +188,8 @@ def _write(dest: Path, relative: PurePosixPath, data: bytes, skipped: list[str])
     except (NotADirectoryError, IsADirectoryError, FileExistsError):
         # A file and a directory of the same name (e.g. a link stub in the way).
         skipped.append(f"{relative}: conflicts with another entry")
+        return False
+    return True
 
 
 # -- the cache: pinned while in use, evicted least-recently-used to a size --------------------

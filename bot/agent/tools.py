@@ -46,9 +46,21 @@ class Tool:
     run: Callable[[Any, ToolCall], ToolResult]
 
     def spec(self) -> ToolSpec:
-        schema = self.args.model_json_schema()
-        schema.pop("title", None)
-        return ToolSpec(self.name, self.description, schema)
+        return ToolSpec(self.name, self.description, _without_titles(self.args.model_json_schema()))
+
+
+def _without_titles(node: Any) -> Any:
+    """Pydantic titles every model and field ("Body" for `body`): tokens that tell the model
+    nothing, paid on every request, which matters in a 2,048-token window."""
+    if isinstance(node, dict):
+        return {
+            k: _without_titles(v)
+            for k, v in node.items()
+            if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(node, list):
+        return [_without_titles(v) for v in node]
+    return node
 
 
 class Toolbox:

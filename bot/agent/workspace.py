@@ -6,17 +6,21 @@ survives pause and restart and is written atomically with every other step.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from bot.agent.protected import DEFAULT_GUARD, PathGuard
-from bot.agent.snapshot import COMPLETE, SKIPPED
+from bot.agent.snapshot import COMPLETE, META, SKIPPED
 
 MAX_WRITE_BYTES = 1024 * 1024
 MAX_CHANGESET_BYTES = 8 * 1024 * 1024
-HIDDEN = {COMPLETE, SKIPPED}
+HIDDEN = {COMPLETE, SKIPPED, META}
+REGULAR = "100644"
 
 
 class WorkspaceError(Exception):
@@ -90,6 +94,7 @@ class Workspace:
             if content is None:
                 raise WorkspaceError(f"error: {rel} was deleted in this task")
             return content.encode("utf-8")
+        self._refuse_left_out(rel, "read")
         disk = self._disk(rel)
         if not disk.is_file() and not (self.root / COMPLETE).exists():
             disk = self._disk(rel)  # the cache was deleted under us: fetched again
@@ -99,7 +104,54 @@ class Workspace:
         return disk.read_bytes()
 
     def exists_in_snapshot(self, rel: str) -> bool:
-        return self._disk(rel).is_file()
+        """Whether the pinned commit has this file, in the snapshot or left out of it."""
+        return rel in self._absent or self._disk(rel).is_file()
+
+    def snapshot_bytes(self, rel: str) -> bytes | None:
+        """The file as the pinned commit has it (a symlink: its target), None when absent."""
+        if rel in self._links:
+            return self._links[rel].encode("utf-8", "surrogateescape")
+        disk = self._disk(rel)
+        return disk.read_bytes() if disk.is_file() else None
+
+    def mode(self, rel: str) -> str:
+        """The file's git mode in the pinned commit (a new file is a regular one)."""
+        return str(self._meta.get("modes", {}).get(rel, REGULAR))
+
+    def link_target(self, rel: str) -> str | None:
+        return self._links.get(rel)
+
+    def links(self) -> dict[str, str]:
+        """Every symbolic link of the pinned commit: path -> target."""
+        return dict(self._links)
+
+    def executables(self) -> list[str]:
+        modes = self._meta.get("modes", {})
+        return sorted(str(p) for p, mode in modes.items() if mode == "100755")
+
+    def left_out(self, rel: str) -> bool:
+        """The pinned commit has this file but the snapshot does not (over a cap)."""
+        return rel in self._absent
+
+    def left_out_under(self, prefix: str) -> list[str]:
+        return sorted(p for p in self._absent if p.startswith(prefix))
+
+    @cached_property
+    def _meta(self) -> dict[str, Any]:
+        path = self.snapshot_root() / META  # fetched again first if the cache lost it
+        try:
+            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        except (OSError, ValueError):
+            data = {}
+        return data if isinstance(data, dict) else {}
+
+    @cached_property
+    def _links(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self._meta.get("links", {}).items()}
+
+    @cached_property
+    def _absent(self) -> frozenset[str]:
+        return frozenset(str(p) for p in self._meta.get("absent", []))
 
     def files(self) -> Iterator[Entry]:
         """Every file, snapshot and changeset merged, in path order."""
@@ -133,6 +185,13 @@ class Workspace:
         if not rel:
             raise WorkspaceError("error: a file path is required")
         self.check_changeable(rel)
+        self._refuse_left_out(rel, "changed")
+        target = self.link_target(rel)
+        if target is not None:
+            # Writing text over a link would turn it into a file (or, on GitLab, repoint it).
+            raise WorkspaceError(
+                f"error: {rel} is a symbolic link to {target!r}; change the file it points to"
+            )
         size = len(content.encode("utf-8"))
         if size > MAX_WRITE_BYTES:
             raise WorkspaceError(
@@ -154,8 +213,16 @@ class Workspace:
         if refusal is not None:
             raise WorkspaceError(refusal)
 
+    def _refuse_left_out(self, rel: str, verb: str) -> None:
+        if rel in self._absent:
+            raise WorkspaceError(
+                f"error: {rel} exists in the repository but was left out of this task's "
+                f"snapshot (over its size limits), so it cannot be {verb} here"
+            )
+
     def edit(self, path: str, old: str, new: str) -> str:
         rel = self.normalize(path)
+        self._refuse_left_out(rel, "changed")
         text = self.text(rel)
         count = text.count(old)
         if count == 0:

@@ -6,7 +6,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
@@ -91,3 +91,9 @@ def clean_text(text: str | None) -> str:
     if not text:
         return ""
     return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
+
+
+def folders(paths: Iterable[str]) -> list[str]:
+    """Every folder on the way to `paths`, parents before children ("" is the root)."""
+    found = {"/".join(p.split("/")[:n]) for p in paths for n in range(p.count("/") + 1)}
+    return sorted(found, key=lambda f: (f.count("/") if f else -1, f))

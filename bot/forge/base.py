@@ -17,6 +17,7 @@ from bot.forge.types import (
     TaskKey,
     TaskSummary,
     Thread,
+    TreeEntry,
     User,
 )
 
@@ -60,6 +61,14 @@ class Forge(Protocol):
 
     def resolve_branch(self, repo: str, branch: str) -> BranchHead | None: ...
 
+    def tree_entries(self, repo: str, ref: str, paths: Sequence[str]) -> dict[str, TreeEntry]:
+        """Mode and object id of each of `paths` that exists at commit `ref`."""
+        ...
+
+    def read_blob(self, repo: str, sha: str) -> bytes:
+        """A file's content by its git object id."""
+        ...
+
     def download_archive(self, repo: str, sha: str, dest: Path) -> None:
         """Write the repository at `sha` as a .tar.gz to `dest`."""
         ...
@@ -67,7 +76,9 @@ class Forge(Protocol):
     def commit_files(
         self, repo: str, branch: str, parent: str, message: str, changes: Sequence[FileChange]
     ) -> str:
-        """One commit on top of `parent`; `branch` is created or fast-forwarded. Its sha."""
+        """One commit on top of `parent`; `branch` is created or fast-forwarded, never forced.
+        Its sha. Raises `BranchMoved` when someone pushed to `branch` since `parent` (GitHub)
+        or changed one of these files since (GitLab): read the head again and retry."""
         ...
 
     def find_change_request(self, repo: str, branch: str) -> ChangeRequest | None: ...

@@ -29,3 +29,8 @@ class RateLimited(ForgeError):
     def __init__(self, message: str, retry_after: float, status: int | None = None) -> None:
         super().__init__(message, status)
         self.retry_after = max(0.0, retry_after)
+
+
+class BranchMoved(ForgeError):
+    """A commit was refused because the branch (or a file it changes) moved since it was read:
+    someone pushed meanwhile. Read the branch again; never force."""

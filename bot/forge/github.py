@@ -20,9 +20,24 @@ from urllib.parse import quote, urlencode
 import requests
 from github import Auth, Github, GithubException
 
-from bot.forge._util import LRU, TTLCache, clean_text, format_time, next_link, parse_time
+from bot.forge._util import (
+    LRU,
+    TTLCache,
+    clean_text,
+    folders,
+    format_time,
+    next_link,
+    parse_time,
+)
 from bot.forge.archive import ArchiveHTTPError, download_redirected
-from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.errors import (
+    AuthError,
+    BranchMoved,
+    ForgeError,
+    NotFound,
+    RateLimited,
+    TransientError,
+)
 from bot.forge.github_mentions import GitHubMentions
 from bot.forge.github_search import SEARCH_PER_MINUTE, GitHubSearch
 from bot.forge.pacing import WindowPacer
@@ -39,6 +54,7 @@ from bot.forge.types import (
     TaskKey,
     TaskSummary,
     Thread,
+    TreeEntry,
     User,
 )
 
@@ -385,6 +401,27 @@ class GitHubForge:
         commit = self._get(f"/repos/{repo}/git/commits/{sha}")
         return BranchHead(sha, commit.get("message", ""))
 
+    def tree_entries(self, repo: str, ref: str, paths: Sequence[str]) -> dict[str, TreeEntry]:
+        """One "Get a tree" per folder on the way to `paths`, following subtree ids from the
+        root (no `recursive`, which is truncated past 100,000 entries).
+        https://docs.github.com/rest/git/trees#get-a-tree"""
+        trees = {"": str(self._get(f"/repos/{repo}/git/commits/{ref}")["tree"]["sha"])}
+        wanted = set(paths)
+        found: dict[str, TreeEntry] = {}
+        for folder in folders(paths):
+            if folder not in trees:
+                continue  # its parent has no such directory
+            for item in self._get(f"/repos/{repo}/git/trees/{trees[folder]}").get("tree", []):
+                full = f"{folder}/{item['path']}" if folder else str(item["path"])
+                if item.get("type") == "tree":
+                    trees[full] = str(item["sha"])
+                elif full in wanted:
+                    found[full] = TreeEntry(str(item["mode"]), str(item["sha"]))
+        return found
+
+    def read_blob(self, repo: str, sha: str) -> bytes:
+        return base64.b64decode(self._get(f"/repos/{repo}/git/blobs/{sha}").get("content") or "")
+
     def download_archive(self, repo: str, sha: str, dest: Path) -> None:
         # The API answers with a redirect to the archive host (codeload.github.com, or
         # /_codeload/ on a GHES host) whose link carries its own token: ours is never sent there.
@@ -400,9 +437,9 @@ class GitHubForge:
     ) -> str:
         base_tree = self._get(f"/repos/{repo}/git/commits/{parent}")["tree"]["sha"]
         entries = [
-            {"path": c.path, "mode": "100644", "type": "blob", "content": c.content}
+            {"path": c.path, "mode": c.mode, "type": "blob", "content": c.content}
             if c.content is not None
-            else {"path": c.path, "mode": "100644", "type": "blob", "sha": None}
+            else {"path": c.path, "mode": c.mode, "type": "blob", "sha": None}
             for c in changes
         ]
         tree = self._write(
@@ -418,20 +455,26 @@ class GitHubForge:
             {"message": message, "tree": tree["sha"], "parents": [parent]},
         )
         sha = str(commit["sha"])
-        if self.resolve_branch(repo, branch) is None:
-            self._write(
-                "create_ref",
-                "POST",
-                f"/repos/{repo}/git/refs",
-                {"ref": f"refs/heads/{branch}", "sha": sha},
-            )
-        else:
-            self._write(
-                "update_ref",
-                "PATCH",
-                f"/repos/{repo}/git/refs/heads/{quote(branch)}",
-                {"sha": sha, "force": False},
-            )
+        try:
+            if self.resolve_branch(repo, branch) is None:
+                self._write(
+                    "create_ref",
+                    "POST",
+                    f"/repos/{repo}/git/refs",
+                    {"ref": f"refs/heads/{branch}", "sha": sha},
+                )
+            else:
+                # Never forced: a 422 "Update is not a fast forward" means someone pushed.
+                self._write(
+                    "update_ref",
+                    "PATCH",
+                    f"/repos/{repo}/git/refs/heads/{quote(branch)}",
+                    {"sha": sha, "force": False},
+                )
+        except ForgeError as exc:
+            if exc.status == 422:  # not a fast forward, or created meanwhile
+                raise BranchMoved(f"{branch} moved while committing: {exc}", 422) from exc
+            raise
         return sha
 
     def find_change_request(self, repo: str, branch: str) -> ChangeRequest | None:

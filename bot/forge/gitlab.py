@@ -24,7 +24,14 @@ from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
 from bot.forge import gitlab_discovery
 from bot.forge._util import LRU, TTLCache, clean_text, format_time, parse_time
-from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
+from bot.forge.errors import (
+    AuthError,
+    BranchMoved,
+    ForgeError,
+    NotFound,
+    RateLimited,
+    TransientError,
+)
 from bot.forge.mentions import calls_bot
 from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
@@ -41,6 +48,7 @@ from bot.forge.types import (
     TaskKey,
     TaskSummary,
     Thread,
+    TreeEntry,
     User,
 )
 from bot.log import get_logger
@@ -61,6 +69,14 @@ CLOCK_SKEW = timedelta(minutes=5)
 DEFAULT_RATE_LIMIT_WAIT = 60.0
 RESET_MARGIN = 0.5
 LABEL_COLOR = "#ededed"
+# GitLab's 400s for a commit that lost a race (Files::MultiService, Gitlab::Git::Index and
+# Commits::CreateService#validate_branch_existence!): read the branch again and retry.
+_MOVED = (
+    "has changed since you started editing it",
+    "A file with this name already exists",
+    "A file with this name doesn't exist",
+    "already exists. Switch to that branch",
+)
 
 
 class _Client(gitlab.Gitlab):
@@ -435,6 +451,29 @@ class GitLabForge:
         commit = found.attributes["commit"]
         return BranchHead(str(commit["id"]), str(commit.get("message") or ""))
 
+    def tree_entries(self, repo: str, ref: str, paths: Sequence[str]) -> dict[str, TreeEntry]:
+        """One "List repository tree" per folder holding one of `paths`.
+        https://docs.gitlab.com/api/repositories/#list-repository-tree"""
+        project = self._gl.projects.get(repo, lazy=True)
+        wanted = set(paths)
+        found: dict[str, TreeEntry] = {}
+        for folder in sorted({p.rpartition("/")[0] for p in paths}):
+            list_tree = partial(
+                project.repository_tree, path=folder, ref=ref, get_all=True, per_page=100
+            )
+            try:
+                items = self._call("tree", list_tree)
+            except NotFound:
+                continue  # no such directory there
+            for item in items:
+                if item.get("type") == "blob" and item.get("path") in wanted:
+                    found[str(item["path"])] = TreeEntry(str(item["mode"]), str(item["id"]))
+        return found
+
+    def read_blob(self, repo: str, sha: str) -> bytes:
+        project = self._gl.projects.get(repo, lazy=True)
+        return bytes(self._call("blob", partial(project.repository_raw_blob, sha)))
+
     def download_archive(self, repo: str, sha: str, dest: Path) -> None:
         project = self._gl.projects.get(repo, lazy=True)
 
@@ -452,22 +491,47 @@ class GitLabForge:
     def commit_files(
         self, repo: str, branch: str, parent: str, message: str, changes: Sequence[FileChange]
     ) -> str:
-        actions = [
-            {"action": "delete", "file_path": c.path}
-            if c.content is None
-            else {
-                "action": "update" if c.existed else "create",
-                "file_path": c.path,
-                "content": c.content,
-            }
-            for c in changes
-        ]
+        project = self._gl.projects.get(repo, lazy=True)
+        exists = self.resolve_branch(repo, branch) is not None
+        read_at = parent if exists else None
+        actions = [a for c in changes for a in self._actions(project, c, read_at)]
         payload: dict[str, Any] = {"branch": branch, "commit_message": message, "actions": actions}
-        if self.resolve_branch(repo, branch) is None:
+        if not exists:
             payload["start_sha"] = parent
-        commits = self._gl.projects.get(repo, lazy=True).commits
-        created = self._call("commit", partial(commits.create, payload), idempotent=False)
+        try:
+            created = self._call(
+                "commit", partial(project.commits.create, payload), idempotent=False
+            )
+        except ForgeError as exc:
+            if exc.status == 400 and any(m in str(exc) for m in _MOVED):
+                raise BranchMoved(f"{branch} moved while committing: {exc}", 400) from exc
+            raise
         return str(created.attributes["id"])
+
+    def _actions(
+        self, project: Any, change: FileChange, parent: str | None
+    ) -> list[dict[str, Any]]:
+        """The commit actions for one file. On an existing branch, GitLab applies them to its
+        head whatever it is now, so each update or delete carries the file's `last_commit_id` as
+        of `parent`: if anyone changed the file since, GitLab refuses the commit (400 "The file
+        has changed since you started editing it"; Files::MultiService#validate_file_status!,
+        https://docs.gitlab.com/api/commits/#create-a-commit-with-multiple-files-and-actions).
+        `update` keeps the file's mode; a new executable needs a `chmod` action
+        (`execute_filemode`, "only considered for chmod action")."""
+        path = change.path
+        if change.content is None:
+            action: dict[str, Any] = {"action": "delete", "file_path": path}
+        else:
+            kind = "update" if change.existed else "create"
+            action = {"action": kind, "file_path": path, "content": change.content}
+        if change.existed and parent is not None:
+            files = project.files
+            found = self._call("file", partial(files.get, file_path=path, ref=parent))
+            action["last_commit_id"] = str(found.attributes["last_commit_id"])
+        actions = [action]
+        if change.content is not None and not change.existed and change.mode == "100755":
+            actions.append({"action": "chmod", "file_path": path, "execute_filemode": True})
+        return actions
 
     def find_change_request(self, repo: str, branch: str) -> ChangeRequest | None:
         mrs = self._gl.projects.get(repo, lazy=True).mergerequests

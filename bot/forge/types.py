@@ -172,8 +172,17 @@ class BranchHead:
 @dataclass(frozen=True)
 class FileChange:
     path: str
-    content: str | None  # None deletes the file
+    content: str | None  # None deletes the file; a symlink's content is its target
     existed: bool  # whether the file exists in the parent commit
+    mode: str = "100644"  # git mode: "100644" file, "100755" executable, "120000" symlink
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """A file in a commit's tree: its git mode and the object id of its content."""
+
+    mode: str
+    sha: str
 
 
 @dataclass(frozen=True)

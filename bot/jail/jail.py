@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,13 +60,27 @@ class Jail:
     def as_root(self) -> bool:
         return os.geteuid() == 0
 
-    def work_copy(self, snapshot: Path, changes: Mapping[str, str | None]) -> WorkCopy:
+    def work_copy(
+        self,
+        snapshot: Path,
+        changes: Mapping[str, str | None],
+        links: Mapping[str, str] | None = None,
+        executables: Iterable[str] = (),
+    ) -> WorkCopy:
         if not self.as_root:
-            return WorkCopy.create(snapshot, changes, self.work_parent)
+            return WorkCopy.create(
+                snapshot, changes, self.work_parent, links=links, executables=executables
+            )
         uid = self._uids.take()
         try:
             return WorkCopy.create(
-                snapshot, changes, self.work_parent, (uid, uid), lambda: self._uids.give_back(uid)
+                snapshot,
+                changes,
+                self.work_parent,
+                (uid, uid),
+                lambda: self._uids.give_back(uid),
+                links=links,
+                executables=executables,
             )
         except BaseException:
             self._uids.give_back(uid)

@@ -14,15 +14,15 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import pathspec
 
-from bot.agent.snapshot import COMPLETE, SKIPPED
+from bot.agent.snapshot import COMPLETE, META, SKIPPED
 
-HIDDEN = {COMPLETE, SKIPPED}
+HIDDEN = {COMPLETE, SKIPPED, META}
 MAX_FOLD_BYTES = 1024 * 1024  # one file; larger ones are reported, not folded
 MAX_FOLD_FILES = 200
 # Debris that no repository wants committed, whatever its .gitignore says.
@@ -62,6 +62,7 @@ class WorkCopy:
         self.snapshot = snapshot
         self.owner = owner  # (uid, gid) commands run as, when the daemon is root
         self._on_remove = on_remove
+        self._links: dict[str, str] = {}  # the repository's own symbolic links
         self._seen: dict[str, Signature] = {}
         self._ignore = pathspec.GitIgnoreSpec.from_lines(ALWAYS_IGNORED)
 
@@ -73,11 +74,17 @@ class WorkCopy:
         parent: Path | None = None,
         owner: tuple[int, int] | None = None,
         on_remove: Callable[[], None] | None = None,
+        links: Mapping[str, str] | None = None,
+        executables: Iterable[str] = (),
     ) -> WorkCopy:
+        """`links` and `executables`: what the snapshot records but does not materialise (it
+        never creates links); the copy has them, so the repository's scripts run as committed."""
         root = Path(tempfile.mkdtemp(prefix="bot-work-", dir=parent))
         shutil.copytree(snapshot, root, dirs_exist_ok=True, ignore=_hidden, symlinks=True)
         copy = cls(root, snapshot, owner, on_remove)
         copy._ignore = _ignore_spec(snapshot)
+        copy._links = dict(links or {})
+        copy._restore_modes(executables)
         copy._apply(changes)
         copy._chown_all()
         copy._seen = dict(copy._scan())
@@ -160,6 +167,17 @@ class WorkCopy:
             touched.append(rel)
         return touched
 
+    def _restore_modes(self, executables: Iterable[str]) -> None:
+        for rel, target in self._links.items():
+            path = self._safe_path(rel)
+            if path.is_symlink() or path.exists():
+                _remove(path)  # the snapshot's text stub for the link
+            os.symlink(target, path)
+        for rel in executables:
+            path = self._safe_path(rel)
+            if path.is_file() and not path.is_symlink():
+                path.chmod(path.stat().st_mode | 0o111)
+
     def _safe_path(self, rel: str) -> Path:
         """`rel` inside the copy with every parent a real directory (links a command planted
         on the way are removed first), so that no write or delete can land outside it."""
@@ -181,8 +199,16 @@ class WorkCopy:
                 info = os.lstat(os.path.join(dirpath, name))
                 if stat.S_ISREG(info.st_mode):
                     yield rel, (info.st_size, info.st_mtime_ns, info.st_ino)
+                elif stat.S_ISLNK(info.st_mode) and self._is_original_link(rel):
+                    continue
                 elif skipped is not None and not self._ignore.match_file(rel):
                     skipped.append(f"{rel}: links and special files are not folded")
+
+    def _is_original_link(self, rel: str) -> bool:
+        try:
+            return self._links.get(rel) == os.readlink(self.root / rel)
+        except OSError:
+            return False
 
     def _chown_all(self) -> None:
         if self.owner is None:

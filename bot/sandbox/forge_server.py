@@ -85,8 +85,10 @@ class Route:
 @dataclass
 class Fault:
     """One scripted failure. `kind`: "status", "reset" (connection dropped before handling),
-    "timeout" (no answer for `delay` seconds), or "drop" (the request takes effect, then the
-    connection drops: the client cannot know it succeeded)."""
+    "timeout" (no answer for `delay` seconds), "drop" (the request takes effect, then the
+    connection drops: the client cannot know it succeeded), or "hook" (`action` runs, e.g. a
+    person pushes, then the request is handled normally: a race between the bot's reads and
+    writes)."""
 
     kind: str = "status"
     status: int = 503
@@ -97,6 +99,7 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
     delay: float = 5.0
+    action: Callable[[], object] | None = None
 
     def matches(self, platform: str, method: str, path: str) -> bool:
         return (
@@ -384,7 +387,7 @@ def archive_response(repo: SRepo, commit: SCommit, prefix: str) -> Response:
     data = (
         repo.archive_override
         if repo.archive_override is not None
-        else tarball(prefix, commit.files)
+        else tarball(prefix, commit.files, commit.modes)
     )
     return Response(raw=data, headers={"Content-Type": "application/x-gzip"})
 
@@ -476,6 +479,10 @@ def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler
             conditional = "If-None-Match" in self.headers
             authorized = any(self.headers.get(h) for h in ("Authorization", "PRIVATE-TOKEN"))
             fault = server.pick_fault(platform, method, path)
+            if fault is not None and fault.kind == "hook":
+                if fault.action is not None:
+                    fault.action()
+                fault = None
             if fault is not None and fault.kind == "drop":
                 self._handle(method, path, query, raw, platform)  # it happens, unanswered
                 now = time.monotonic()

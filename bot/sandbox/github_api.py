@@ -13,7 +13,10 @@ from urllib.parse import unquote
 
 from bot.sandbox.forge_server import HttpError, Request, Response, Route, archive_response
 from bot.sandbox.world import (
+    EXECUTABLE,
+    REGULAR,
     ROLES,
+    SYMLINK,
     SChangeRequest,
     SComment,
     SCommit,
@@ -21,6 +24,8 @@ from bot.sandbox.world import (
     SReview,
     SThread,
     SUser,
+    blob_sha,
+    listing,
     tree_sha,
 )
 
@@ -682,25 +687,84 @@ def routes(server: ForgeServer) -> list[Route]:
             raise HttpError(404, "Not Found")
         return Response(body=commit_json(req, repo, commit))
 
+    def get_tree(req: Request, m: re.Match[str]) -> Response:
+        # "Get a tree" (not recursive): the entries directly in it, blobs with their mode
+        # (100644, 100755, 120000) and git object id, subdirectories as trees to follow.
+        # https://docs.github.com/rest/git/trees#get-a-tree
+        repo = repo_of(m)
+        root, prefix = repo.subtrees.get(m["sha"], (m["sha"], ""))
+        files = repo.trees.get(root)
+        if files is None:
+            raise HttpError(404, "Not Found")
+        base = f"{req.base_url}/repos/{repo.path}/git"
+        entries: list[dict[str, Any]] = []
+        for name, (mode, data) in listing(files, repo.tree_modes.get(root, {}), prefix).items():
+            if data is None:
+                sub = hashlib.sha1(f"{root}:{prefix}{name}/".encode()).hexdigest()
+                repo.subtrees[sub] = (root, f"{prefix}{name}/")
+                entry = {"path": name, "mode": mode, "type": "tree", "sha": sub}
+                entries.append({**entry, "url": f"{base}/trees/{sub}"})
+            else:
+                oid = blob_sha(data)
+                entry = {"path": name, "mode": mode, "type": "blob", "sha": oid}
+                entries.append({**entry, "size": len(data), "url": f"{base}/blobs/{oid}"})
+        return Response(
+            body={
+                "sha": m["sha"],
+                "url": f"{base}/trees/{m['sha']}",
+                "tree": entries,
+                "truncated": False,
+            }
+        )
+
+    def get_blob(req: Request, m: re.Match[str]) -> Response:
+        # "Get a blob": base64 content by git object id (a symlink's blob is its target).
+        # https://docs.github.com/rest/git/blobs#get-a-blob
+        repo = repo_of(m)
+        data = repo.blob(m["sha"])
+        if data is None:
+            raise HttpError(404, "Not Found")
+        return Response(
+            body={
+                "content": base64.b64encode(data).decode(),
+                "encoding": "base64",
+                "url": f"{req.base_url}/repos/{repo.path}/git/blobs/{m['sha']}",
+                "sha": m["sha"],
+                "size": len(data),
+                "node_id": f"B_{m['sha'][:12]}",
+            }
+        )
+
     def create_tree(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
         body = req.body or {}
-        base = repo.trees.get(str(body.get("base_tree"))) if body.get("base_tree") else {}
+        base_sha = str(body.get("base_tree")) if body.get("base_tree") else None
+        base = repo.trees.get(base_sha) if base_sha else {}
         if base is None:
             raise HttpError(422, "base_tree is not a valid tree")
         files = dict(base)
+        modes = dict(repo.tree_modes.get(base_sha or "", {}))
         for entry in body.get("tree") or []:
-            path = entry.get("path")
+            path, mode = entry.get("path"), entry.get("mode")
+            # "Create a tree": mode is one of 100644 (file), 100755 (executable), 040000
+            # (subdirectory), 160000 (submodule) or 120000 (symlink, the content is its target).
+            # https://docs.github.com/rest/git/trees#create-a-tree (blobs only here)
             if not isinstance(path, str) or entry.get("type", "blob") != "blob":
                 raise HttpError(422, "Validation Failed")
+            if mode not in (REGULAR, EXECUTABLE, SYMLINK):
+                raise HttpError(422, f"Invalid tree info: mode {mode!r}")
             if "content" in entry:
                 files[path] = str(entry["content"]).encode()
+                modes[path] = mode
             elif entry.get("sha") is None:
                 files.pop(path, None)
+                modes.pop(path, None)
             else:
                 raise HttpError(422, "blob sha is not supported by the sandbox")
-        sha = tree_sha(files)
+        modes = {p: mode for p, mode in modes.items() if mode != REGULAR}
+        sha = tree_sha(files, modes)
         repo.trees[sha] = files
+        repo.tree_modes[sha] = modes
         return Response(
             201,
             {
@@ -719,7 +783,8 @@ def routes(server: ForgeServer) -> list[Route]:
         if files is None or any(p not in repo.commits for p in parents) or not body.get("message"):
             raise HttpError(422, "Validation Failed")
         assert req.user is not None
-        commit = repo.commit(files, str(body["message"]), list(parents), req.user.login)
+        modes = repo.tree_modes.get(str(body.get("tree")))
+        commit = repo.commit(files, str(body["message"]), list(parents), req.user.login, modes)
         return Response(201, commit_json(req, repo, commit))
 
     def create_ref(req: Request, m: re.Match[str]) -> Response:
@@ -742,10 +807,10 @@ def routes(server: ForgeServer) -> list[Route]:
             raise HttpError(422, "Reference does not exist")
         if sha not in repo.commits:
             raise HttpError(422, "Object does not exist")
-        if (
-            not (req.body or {}).get("force")
-            and repo.branches[branch] not in repo.commits[sha].parents
-        ):
+        # "force: ... Leaving this out or setting it to false will make sure you're not
+        # overwriting work": a head that is not an ancestor of `sha` (someone pushed) is a 422
+        # "Update is not a fast forward". https://docs.github.com/rest/git/refs#update-a-reference
+        if not (req.body or {}).get("force") and not repo.is_ancestor(repo.branches[branch], sha):
             raise HttpError(422, "Update is not a fast forward")
         repo.branches[branch] = sha
         for thread in repo.threads.values():
@@ -814,6 +879,8 @@ def routes(server: ForgeServer) -> list[Route]:
         ),
         ("GET", REPO + r"/git/ref/heads/(?P<branch>.+)", get_ref),
         ("GET", REPO + r"/git/commits/(?P<sha>[0-9a-f]+)", get_commit),
+        ("GET", REPO + r"/git/trees/(?P<sha>[0-9a-f]+)", get_tree),
+        ("GET", REPO + r"/git/blobs/(?P<sha>[0-9a-f]+)", get_blob),
         ("POST", REPO + r"/git/trees", create_tree),
         ("POST", REPO + r"/git/commits", create_commit),
         ("POST", REPO + r"/git/refs", create_ref),

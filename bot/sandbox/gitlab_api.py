@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -10,6 +12,8 @@ from urllib.parse import unquote
 from bot.sandbox import gitlab_quick_actions as quick_actions
 from bot.sandbox.forge_server import HttpError, Request, Response, Route, archive_response
 from bot.sandbox.world import (
+    EXECUTABLE,
+    REGULAR,
     ROLES,
     SChangeRequest,
     SComment,
@@ -17,6 +21,8 @@ from bot.sandbox.world import (
     SRepo,
     SThread,
     SUser,
+    blob_sha,
+    listing,
 )
 
 if TYPE_CHECKING:
@@ -371,33 +377,76 @@ def routes(server: ForgeServer) -> list[Route]:
             "author_name": commit.author,
         }
 
+    def file_meta(req: Request, m: re.Match[str]) -> Response:
+        # "Get file from repository": content plus the commit that last changed the file
+        # (`last_commit_id`), which writers send back to detect a concurrent change.
+        # https://docs.gitlab.com/api/repository_files/#get-file-from-repository
+        repo = project_of(m)
+        commit = repo.resolve(req.query.get("ref") or "")
+        path = unquote(m["path"])
+        if commit is None or path not in commit.files:
+            raise HttpError(404, "404 File Not Found")
+        data = commit.files[path]
+        return Response(
+            body={
+                "file_name": path.rsplit("/", 1)[-1],
+                "file_path": path,
+                "size": len(data),
+                "encoding": "base64",
+                "content": base64.b64encode(data).decode(),
+                "content_sha256": hashlib.sha256(data).hexdigest(),
+                "ref": req.query.get("ref"),
+                "blob_id": hashlib.sha1(data).hexdigest(),
+                "commit_id": commit.sha,
+                "last_commit_id": repo.last_commit_for(path, commit.sha),
+                "execute_filemode": commit.modes.get(path) == EXECUTABLE,
+            }
+        )
+
+    def tree(req: Request, m: re.Match[str]) -> Response:
+        # "List repository tree": the entries directly under `path` at `ref`, each with its git
+        # `mode` (100644, 100755, 120000, 040000) and object `id`.
+        # https://docs.gitlab.com/api/repositories/#list-repository-tree
+        repo = project_of(m)
+        commit = repo.resolve(req.query.get("ref") or repo.default_branch)
+        where = req.query.get("path", "").strip("/")
+        prefix = f"{where}/" if where else ""
+        entries = listing(commit.files, commit.modes, prefix) if commit else {}
+        if commit is None or (where and not entries):
+            raise HttpError(404, "404 Tree Not Found")
+        items = [
+            {
+                "id": blob_sha(data)
+                if data is not None
+                else hashlib.sha1(name.encode()).hexdigest(),
+                "name": name,
+                "type": "tree" if data is None else "blob",
+                "path": prefix + name,
+                "mode": mode,
+            }
+            for name, (mode, data) in entries.items()
+        ]
+        return Response(body=items, paginate=True)
+
+    def raw_blob(req: Request, m: re.Match[str]) -> Response:
+        # "Raw blob content" by git object id. https://docs.gitlab.com/api/repositories/
+        data = project_of(m).blob(m["sha"])
+        if data is None:
+            raise HttpError(404, "404 Blob Not Found")
+        return Response(raw=data, headers={"Content-Type": "text/plain"})
+
     def create_commit(req: Request, m: re.Match[str]) -> Response:
         repo = project_of(m)
         body = req.body or {}
         name = str(body.get("branch", ""))
-        start = body.get("start_sha") or body.get("start_branch")
-        if name in repo.branches:
-            base = repo.branches[name]
-        elif start and repo.resolve(str(start)) is not None:
-            base = repo.resolve(str(start)).sha  # type: ignore[union-attr]
-        else:
-            raise HttpError(400, "You can only create or edit files when you are on a branch")
+        base = _start(repo, body)
         files = dict(repo.commits[base].files)
+        modes = dict(repo.commits[base].modes)
         for action in body.get("actions") or []:
-            path, kind = str(action.get("file_path", "")), action.get("action")
-            exists = path in files
-            if (kind == "create" and exists) or (kind in ("update", "delete") and not exists):
-                raise HttpError(
-                    400, f"A file with this name {'already exists' if exists else 'does not exist'}"
-                )
-            if kind == "delete":
-                del files[path]
-            elif kind in ("create", "update"):
-                files[path] = str(action.get("content", "")).encode()
-            else:
-                raise HttpError(400, f"unknown action {kind!r}")
+            _apply_action(repo, name, action, files, modes)
         assert req.user is not None
-        commit = repo.commit(files, str(body.get("commit_message", "")), [base], req.user.login)
+        message = str(body.get("commit_message", ""))
+        commit = repo.commit(files, message, [base], req.user.login, modes)
         repo.branches[name] = commit.sha
         for thread in repo.threads.values():
             if thread.head_ref == name:
@@ -438,8 +487,11 @@ def routes(server: ForgeServer) -> list[Route]:
         ("POST", thread + r"/discussions/(?P<discussion>[0-9a-f]+)/notes", reply),
         ("GET", PROJECT + r"/members/all/(?P<user>\d+)", member),
         ("GET", PROJECT + r"/repository/files/(?P<path>[^/]+)/raw", raw_file),
+        ("GET", PROJECT + r"/repository/files/(?P<path>[^/]+)", file_meta),
         ("GET", PROJECT + r"/repository/archive(?:\.tar\.gz)?", archive),
         ("GET", PROJECT + r"/repository/branches/(?P<branch>.+)", branch),
+        ("GET", PROJECT + r"/repository/tree", tree),
+        ("GET", PROJECT + r"/repository/blobs/(?P<sha>[0-9a-f]+)/raw", raw_blob),
         ("POST", PROJECT + r"/repository/commits", create_commit),
         ("POST", PROJECT + r"/merge_requests", create_mr),
     ]
@@ -455,3 +507,67 @@ def _commands_only(done: quick_actions.Outcome) -> Response:
 
 def _access(role: str) -> int:
     return _ACCESS.get(role, 0) if role in ROLES else 0
+
+
+def _start(repo: SRepo, body: dict[str, Any]) -> str:
+    """The commit the new one goes on top of, as `Commits::CreateService` validates it
+    (app/services/commits/create_service.rb): an existing branch takes the commit on its head,
+    and naming a start (`start_sha`/`start_branch`) for a branch that exists already is refused
+    unless `force` (which would overwrite the branch: the bot never sends it)."""
+    name = str(body.get("branch", ""))
+    start = body.get("start_sha") or body.get("start_branch")
+    different = body.get("start_sha") or (body.get("start_branch") not in (None, name))
+    if name in repo.branches and different and not body.get("force"):
+        raise HttpError(
+            400,
+            f"A branch called '{name}' already exists. Switch to that branch in order to make "
+            "changes",
+        )
+    if name in repo.branches:
+        return repo.branches[name]
+    found = repo.resolve(str(start)) if start else None
+    if found is None:
+        raise HttpError(400, "You can only create or edit files when you are on a branch")
+    return found.sha
+
+
+def _apply_action(
+    repo: SRepo, branch: str, action: dict[str, Any], files: dict[str, bytes], modes: dict[str, str]
+) -> None:
+    """One action of "Create a commit with multiple files and actions"
+    (https://docs.gitlab.com/api/commits/#create-a-commit-with-multiple-files-and-actions), as
+    lib/gitlab/git/index.rb applies it: `update` keeps the file's mode (`add_blob(options, mode:
+    file_entry[:mode])`), `create` makes a regular file, `chmod` sets or clears the executable
+    bit (`execute_filemode`). `last_commit_id` on update/move/delete is checked as
+    Files::MultiService#validate_file_status! does: the file's last commit on the branch must be
+    the same as its last commit as of `last_commit_id`, else 400 "The file has changed since you
+    started editing it: <path>" (app/services/files/multi_service.rb, base_service.rb)."""
+    path, kind = str(action.get("file_path", "")), action.get("action")
+    exists = path in files
+    if kind == "create" and exists:
+        raise HttpError(400, "A file with this name already exists")
+    if kind in ("update", "delete", "chmod") and not exists:
+        raise HttpError(400, "A file with this name doesn't exist")
+    last = action.get("last_commit_id")
+    if kind in ("update", "move", "delete") and last and branch in repo.branches:
+        on_branch = repo.last_commit_for(path, repo.branches[branch])
+        as_of = repo.last_commit_for(path, str(last)) if str(last) in repo.commits else None
+        if on_branch and as_of and on_branch != as_of:
+            raise HttpError(400, f"The file has changed since you started editing it: {path}")
+    if kind == "delete":
+        del files[path]
+        modes.pop(path, None)
+    elif kind == "create":
+        files[path] = str(action.get("content", "")).encode()
+        modes.pop(path, None)
+    elif kind == "update":
+        files[path] = str(action.get("content", "")).encode()
+    elif kind == "chmod":
+        if action.get("execute_filemode"):
+            modes[path] = EXECUTABLE
+        else:
+            modes.pop(path, None)
+    else:
+        raise HttpError(400, f"unknown action {kind!r}")
+    if modes.get(path) == REGULAR:
+        modes.pop(path)

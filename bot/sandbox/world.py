@@ -109,10 +109,16 @@ class SThread:
     head_repo: str = ""  # a fork's path when the request comes from one; "" = same repository
 
 
-def tree_sha(files: Mapping[str, bytes]) -> str:
+# Git file modes: a regular file, an executable, a symbolic link (its blob holds the target).
+# A path missing from a `modes` mapping is a regular file.
+REGULAR, EXECUTABLE, SYMLINK = "100644", "100755", "120000"
+
+
+def tree_sha(files: Mapping[str, bytes], modes: Mapping[str, str] | None = None) -> str:
     digest = hashlib.sha1(b"tree")
     for path, data in sorted(files.items()):
-        digest.update(path.encode() + b"\0" + hashlib.sha1(data).digest())
+        mode = (modes or {}).get(path, REGULAR)
+        digest.update(f"{mode} {path}".encode() + b"\0" + hashlib.sha1(data).digest())
     return digest.hexdigest()
 
 
@@ -123,10 +129,11 @@ class SCommit:
     message: str
     parents: list[str]
     author: str = "alice"
+    modes: dict[str, str] = field(default_factory=dict)  # path -> mode, regular files left out
 
     @property
     def tree(self) -> str:
-        return tree_sha(self.files)
+        return tree_sha(self.files, self.modes)
 
 
 @dataclass
@@ -150,6 +157,8 @@ class SRepo:
     commits: dict[str, SCommit] = field(default_factory=dict)
     branches: dict[str, str] = field(default_factory=dict)  # branch -> commit sha
     trees: dict[str, dict[str, bytes]] = field(default_factory=dict)  # GitHub git data API
+    tree_modes: dict[str, dict[str, str]] = field(default_factory=dict)  # tree sha -> modes
+    subtrees: dict[str, tuple[str, str]] = field(default_factory=dict)  # sha -> (root, "dir/")
     threads: dict[tuple[str, int], SThread] = field(default_factory=dict)
     roles: dict[str, str] = field(default_factory=dict)  # login -> role
     created_at: datetime = field(default_factory=utcnow)
@@ -165,19 +174,68 @@ class SRepo:
         commit = self.resolve(ref)
         return commit.files if commit else None
 
+    def modes(self, ref: str) -> dict[str, str] | None:
+        """Every path's git mode at `ref` (regular files included)."""
+        commit = self.resolve(ref)
+        if commit is None:
+            return None
+        return {path: commit.modes.get(path, REGULAR) for path in commit.files}
+
     def branch_sha(self, branch: str) -> str:
         return self.branches[branch]
 
     def commit(
-        self, files: dict[str, bytes], message: str, parents: list[str], author: str
+        self,
+        files: dict[str, bytes],
+        message: str,
+        parents: list[str],
+        author: str,
+        modes: Mapping[str, str] | None = None,
     ) -> SCommit:
-        seed = f"{tree_sha(files)}|{message}|{','.join(parents)}|{len(self.commits)}"
+        kept = {p: m for p, m in (modes or {}).items() if p in files and m != REGULAR}
+        seed = f"{tree_sha(files, kept)}|{message}|{','.join(parents)}|{len(self.commits)}"
         commit = SCommit(
-            hashlib.sha1(seed.encode()).hexdigest(), dict(files), message, parents, author
+            hashlib.sha1(seed.encode()).hexdigest(), dict(files), message, parents, author, kept
         )
         self.commits[commit.sha] = commit
         self.trees[commit.tree] = commit.files
+        self.tree_modes[commit.tree] = commit.modes
         return commit
+
+    def blob(self, sha: str) -> bytes | None:
+        """A file's content by its git object id (any commit's)."""
+        for commit in self.commits.values():
+            for data in commit.files.values():
+                if blob_sha(data) == sha:
+                    return data
+        return None
+
+    def is_ancestor(self, ancestor: str, sha: str) -> bool:
+        """Whether `ancestor` is `sha` or reachable from it: a fast-forward."""
+        todo, seen = [sha], set()
+        while todo:
+            current = todo.pop()
+            if current == ancestor:
+                return True
+            if current in seen or current not in self.commits:
+                continue
+            seen.add(current)
+            todo.extend(self.commits[current].parents)
+        return False
+
+    def last_commit_for(self, path: str, sha: str) -> str | None:
+        """The newest commit reachable from `sha` (first parents) that changed `path`, as
+        GitLab's `Gitlab::Git::Commit.last_for_path`; None when `path` does not exist there."""
+        commit = self.commits.get(sha)
+        if commit is None or path not in commit.files:
+            return None
+        while commit.parents:
+            parent = self.commits[commit.parents[0]]
+            same = parent.files.get(path) == commit.files[path]
+            if not same or parent.modes.get(path) != commit.modes.get(path):
+                return commit.sha
+            commit = parent
+        return commit.sha
 
 
 def diff_hunk(old: str, new: str, line: int | None, old_line: int | None) -> str:
@@ -200,14 +258,46 @@ def diff_hunk(old: str, new: str, line: int | None, old_line: int | None) -> str
     return f"@@ -{old_line or line} +{line or old_line} @@"
 
 
-def tarball(prefix: str, files: Mapping[str, bytes]) -> bytes:
-    """A .tar.gz with every file under `prefix/`, as both forges serve archives."""
+def blob_sha(data: bytes) -> str:
+    """Git's object id of a blob, as the git data APIs report it."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def listing(
+    files: Mapping[str, bytes], modes: Mapping[str, str], prefix: str
+) -> dict[str, tuple[str, bytes | None]]:
+    """The entries directly under `prefix` ("" or "dir/"): name -> (git mode, the blob, or
+    None for a subdirectory)."""
+    entries: dict[str, tuple[str, bytes | None]] = {}
+    for path, data in sorted(files.items()):
+        if not path.startswith(prefix):
+            continue
+        name, _, rest = path[len(prefix) :].partition("/")
+        if rest:
+            entries.setdefault(name, ("040000", None))
+        else:
+            entries[name] = (modes.get(path, REGULAR), data)
+    return entries
+
+
+def tarball(
+    prefix: str, files: Mapping[str, bytes], modes: Mapping[str, str] | None = None
+) -> bytes:
+    """A .tar.gz with every file under `prefix/`, as both forges serve archives (`git archive`):
+    executables with mode 0755, symbolic links as link entries whose target is the blob."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tar:
         for path, data in sorted(files.items()):
             info = tarfile.TarInfo(f"{prefix}/{path}")
+            mode = (modes or {}).get(path, REGULAR)
+            if mode == SYMLINK:
+                info.type = tarfile.SYMTYPE
+                info.linkname = data.decode("utf-8", "surrogateescape")
+                info.mode = 0o777
+                tar.addfile(info)
+                continue
             info.size = len(data)
-            info.mode = 0o644
+            info.mode = 0o755 if mode == EXECUTABLE else 0o644
             tar.addfile(info, io.BytesIO(data))
     return out.getvalue()
 
@@ -249,12 +339,13 @@ class World:
         files: Mapping[str, bytes | str] | None = None,
         roles: dict[str, str] | None = None,
         default_branch: str = "main",
+        modes: Mapping[str, str] | None = None,
     ) -> SRepo:
         with self.lock:
             owner = self.user(path.split("/")[0])
             repo = SRepo(platform, path, self.next_id(), owner, default_branch)
             content = {p: d.encode() if isinstance(d, str) else d for p, d in (files or {}).items()}
-            initial = repo.commit(content, "Initial commit", [], owner.login)
+            initial = repo.commit(content, "Initial commit", [], owner.login, modes)
             repo.branches[default_branch] = initial.sha
             repo.roles = {owner.login: "admin", **(roles or {})}
             for login in repo.roles:
@@ -458,15 +549,23 @@ class World:
             thread.updated_at = self.clock()
 
     def push(
-        self, platform: str, path: str, branch: str, files: Mapping[str, bytes | str], message: str
+        self,
+        platform: str,
+        path: str,
+        branch: str,
+        files: Mapping[str, bytes | str],
+        message: str,
+        modes: Mapping[str, str] | None = None,
     ) -> str:
-        """A person pushes a commit changing `files` on `branch` (created from the default)."""
+        """A person pushes a commit changing `files` (and `modes`) on `branch` (created from the
+        default). Tests call it between the bot's reads and writes to race it."""
         with self.lock:
             repo = self.repo(platform, path)
             base = repo.branches.get(branch) or repo.branches[repo.default_branch]
             content = dict(repo.commits[base].files)
             content.update({p: d.encode() if isinstance(d, str) else d for p, d in files.items()})
-            commit = repo.commit(content, message, [base], "alice")
+            merged = {**repo.commits[base].modes, **(modes or {})}
+            commit = repo.commit(content, message, [base], "alice", merged)
             repo.branches[branch] = commit.sha
             return commit.sha
 
