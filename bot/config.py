@@ -33,7 +33,7 @@ from pydantic import (
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _REPO_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$")
 # Keys whose value is a secret; `<key>_file` is accepted in their place.
-SECRET_KEYS = ("token", "api_key", "private_key")
+SECRET_KEYS = ("token", "api_key", "private_key", "github_secret", "gitlab_secret")
 
 
 class ConfigError(Exception):
@@ -250,6 +250,26 @@ class CacheSettings(_Frozen):
     max_snapshot_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=0)
 
 
+class WebhookSettings(_Frozen):
+    """Deliveries from the forges, each triggering a check of one thread (polling stays on)."""
+
+    listen: str = Field(
+        default="127.0.0.1:8088",
+        pattern=r"^[\w.\-\[\]:]*:\d{1,5}$",
+        description="host:port; put a TLS proxy in front for the internet",
+    )
+    # GitHub: the webhook's secret (X-Hub-Signature-256); GitLab: its secret token.
+    github_secret: SecretStr | None = None
+    gitlab_secret: SecretStr | None = None
+    max_body_kb: int = Field(default=1024, ge=16, le=25 * 1024)
+
+    @model_validator(mode="after")
+    def _some_secret(self) -> WebhookSettings:
+        if self.github_secret is None and self.gitlab_secret is None:
+            raise ValueError("webhooks needs github_secret or gitlab_secret (unsigned is refused)")
+        return self
+
+
 class Settings(_Frozen):
     state_dir: Path = Path("./state")
     poll_interval_seconds: int = Field(default=60, ge=5)
@@ -264,6 +284,7 @@ class Settings(_Frozen):
     metrics: MetricsSettings | None = None
     health: HealthSettings = HealthSettings()
     jail: JailSettings = JailSettings()
+    webhooks: WebhookSettings | None = None
     cache: CacheSettings = CacheSettings()
 
     @model_validator(mode="after")
@@ -294,11 +315,14 @@ class Settings(_Frozen):
     def secrets(self) -> tuple[str, ...]:
         """Every secret value, for the log redaction processor."""
         app = self.github.app if self.github else None
+        hooks = self.webhooks
         values = [
             self.github.token if self.github else None,
             app.private_key if app else None,
             self.gitlab.token if self.gitlab else None,
             self.llm.api_key,
+            hooks.github_secret if hooks else None,
+            hooks.gitlab_secret if hooks else None,
         ]
         return tuple(v.get_secret_value() for v in values if v and v.get_secret_value())
 

@@ -33,6 +33,8 @@ log = get_logger(__name__)
 COMPLETE = ".snapshot-complete"
 SKIPPED = ".snapshot-skipped"
 META = ".snapshot-meta.json"
+# Every extracted file with its size, in walk order: listing a 50,000-file snapshot is one read.
+INDEX = ".snapshot-index.json"
 EXECUTABLE, SYMLINK = "100755", "120000"
 
 
@@ -75,6 +77,7 @@ def _download(forge: Forge, repo: str, sha: str, cache: Path, target: Path, limi
         forge.download_archive(repo, sha, archive)
         skipped = extract(archive, work, limits)
         (work / SKIPPED).write_text("\n".join(skipped), encoding="utf-8")
+        write_index(work)
         (work / COMPLETE).write_text(sha, encoding="utf-8")
         if target.exists():  # a concurrent or interrupted attempt: replace it
             shutil.rmtree(target)
@@ -387,3 +390,36 @@ def _exclusive(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def write_index(root: Path) -> list[tuple[str, int]]:
+    """List the snapshot's files once (atomically written), for every later listing."""
+    entries = list(_walk(root))
+    tmp = root / f"{INDEX}.tmp"
+    tmp.write_text(
+        json.dumps(entries, ensure_ascii=False), encoding="utf-8", errors="surrogateescape"
+    )
+    os.replace(tmp, root / INDEX)
+    return entries
+
+
+def read_index(root: Path) -> list[tuple[str, int]]:
+    """The index, or a walk (written as the index) for a snapshot cached before it existed."""
+    try:
+        data = json.loads((root / INDEX).read_text(encoding="utf-8", errors="surrogateescape"))
+        return [(str(path), int(size)) for path, size in data]
+    except (OSError, ValueError, TypeError):
+        return write_index(root)
+
+
+def _walk(root: Path) -> Iterator[tuple[str, int]]:
+    internal = {COMPLETE, SKIPPED, META, INDEX, f"{INDEX}.tmp"}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        base = os.path.relpath(dirpath, root)
+        for name in sorted(filenames):
+            rel = name if base == "." else f"{base}/{name}"
+            if rel in internal:
+                continue
+            info = os.lstat(os.path.join(dirpath, name))
+            yield rel, info.st_size

@@ -25,9 +25,10 @@ from bot.context.render import (
     named_paths,
     outline,
     quote,
+    render_tree,
     snippet,
     thread_header,
-    tree,
+    tree_children,
 )
 from bot.context.tokens import TokenCounter
 from bot.forge.types import Thread
@@ -195,12 +196,13 @@ def _repository_candidates(workspace: Workspace, people_text: str) -> list[Candi
     entries = list(workspace.files())
     paths = [e.path for e in entries]
     known = set(paths)
+    children = tree_children(paths, 3)  # one pass serves both depths
     out = [
         Candidate(
             "directory tree",
             "repository",
-            "## Repository tree\n" + tree(paths, depth=3),
-            "## Repository tree\n" + tree(paths, depth=1),
+            "## Repository tree\n" + render_tree(children, 3),
+            "## Repository tree\n" + render_tree(children, 1),
             Reason.REPOSITORY,
             rank=1150,
             prefer_summary=len(paths) > 200,
@@ -299,10 +301,10 @@ def _search_hits(
         path = getattr(entry, "path", "")
         if path in exclude or getattr(entry, "size", 0) > MAX_FILE_READ:
             continue
-        content = _read(workspace, path)
-        if content is None:
+        data = workspace.read_listed(path)  # listed by files(): no path checks needed
+        if data is None or len(data) > MAX_FILE_READ or is_binary(data):
             continue
-        hits = len(pattern.findall(content))
+        hits = len(pattern.findall(data.decode("utf-8", errors="replace")))
         if hits:
             scored.append((-hits, path))
     return [path for _, path in sorted(scored)[:SEARCH_HITS]]

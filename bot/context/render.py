@@ -184,24 +184,39 @@ def snippet(label: str, path: str, text: str, start: int = 1) -> str:
 
 def tree(paths: Sequence[str], depth: int = 2, per_dir: int = 15) -> str:
     """A directory tree to `depth` levels, long directories as `a, b, ... (+N more)`."""
-    children: dict[str, list[str]] = {}
+    return render_tree(tree_children(paths, depth), depth, per_dir)
+
+
+Children = dict[str, dict[str, None]]  # directory -> its entries ("name/" for directories)
+
+
+def tree_children(paths: Sequence[str], depth: int) -> Children:
+    """The entries of every directory down to `depth`, in one pass over the paths (render
+    any depth up to this one from it)."""
+    children: Children = {"": {}}
     for path in paths:
-        parts = path.split("/")
+        parts = path.split("/", depth)  # what lies below `depth` stays in the last part
+        parent = ""
+        last = len(parts) - 1
         for level in range(min(len(parts), depth)):
-            parent = "/".join(parts[:level])
-            name = parts[level] + ("/" if level < len(parts) - 1 else "")
-            bucket = children.setdefault(parent, [])
-            if name not in bucket:
-                bucket.append(name)
+            name = parts[level] + ("/" if level < last else "")
+            children.setdefault(parent, {})[name] = None
+            if level < last:
+                parent = f"{parent}/{parts[level]}" if parent else parts[level]
+    return children
+
+
+def render_tree(children: Children, depth: int, per_dir: int = 15) -> str:
     lines: list[str] = []
 
     def walk(parent: str, indent: int) -> None:
-        names = sorted(children.get(parent, []), key=lambda n: (not n.endswith("/"), n))
+        names = sorted(children.get(parent, {}), key=lambda n: (not n.endswith("/"), n))
         dirs = [n for n in names if n.endswith("/")]
         files = [n for n in names if not n.endswith("/")]
         for name in dirs[:per_dir]:
             lines.append(f"{'  ' * indent}{name}")
-            walk(f"{parent}/{name[:-1]}".lstrip("/"), indent + 1)
+            if indent + 1 < depth:
+                walk(f"{parent}/{name[:-1]}".lstrip("/"), indent + 1)
         if len(dirs) > per_dir:
             lines.append(f"{'  ' * indent}(+{len(dirs) - per_dir} more directories)")
         if files:

@@ -20,9 +20,9 @@ from pathlib import Path, PurePosixPath
 
 import pathspec
 
-from bot.agent.snapshot import COMPLETE, META, SKIPPED
+from bot.agent.snapshot import COMPLETE, INDEX, META, SKIPPED
 
-HIDDEN = {COMPLETE, SKIPPED, META}
+HIDDEN = {COMPLETE, SKIPPED, META, INDEX}
 MAX_FOLD_BYTES = 1024 * 1024  # one file; larger ones are reported, not folded
 MAX_FOLD_FILES = 200
 # Debris that no repository wants committed, whatever its .gitignore says.
