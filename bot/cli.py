@@ -32,6 +32,7 @@ from bot.metrics import Metrics
 from bot.notify import Notifier
 from bot.prune import parse_duration, prune
 from bot.state import StateError, StateStore
+from bot.webhooks.factory import build_webhooks
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
@@ -215,7 +216,7 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
     try:
         # A GitHub App's installations are looked up here: errors as for initialize().
         sources = build_sources(settings, stop, metrics)
-        daemon = Daemon(settings, sources, build_llm(settings.llm), stop, metrics, notifier)
+        daemon = Daemon(settings, sources, build_llm(settings.llm, stop), stop, metrics, notifier)
         daemon.initialize()
     except StateError as exc:
         print(f"bot: {exc}", file=sys.stderr)
@@ -233,14 +234,27 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
             daemon.close()
             print(f"bot: metrics.listen {settings.metrics.listen}: {exc.strerror}", file=sys.stderr)
             return EXIT_CONFIG
+    try:  # binding the port happens here: a taken port is a configuration error
+        webhooks = None if once else build_webhooks(settings, daemon.request_check)
+    except OSError as exc:
+        daemon.close()
+        listen = settings.webhooks.listen if settings.webhooks else ""
+        print(f"bot: webhooks.listen {listen}: {exc.strerror}", file=sys.stderr)
+        return EXIT_CONFIG
+    if webhooks is not None:
+        webhooks.start()
     try:
         if once:
             daemon.run_once()
         else:
             daemon.run_forever()
     finally:
+        if webhooks is not None:
+            webhooks.stop()
         daemon.close()
     log.info("daemon_exit")
+    if once and daemon.auth_error is not None:
+        return EXIT_FAILURE  # the token was rejected during the cycle: the work did not happen
     return EXIT_OK
 
 

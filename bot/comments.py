@@ -7,6 +7,8 @@ The seed design lost comments in several ways; this one:
 - marks a comment seen only after it is in the persisted conversation (`add_to_context`);
   on restore, everything the conversation holds counts as seen, so a crash between the
   conversation append and the state save cannot deliver a comment twice;
+- moves its fetch cursor (`since`) only when it fetches, and never past a version that is
+  neither delivered nor deliberately skipped (docs/comment-protocol.md);
 - is restored, never re-initialised, on resume: comments written while paused or down arrive;
 - tags each comment with its author's trust; untrusted text is quoted as data or left out.
 """
@@ -87,6 +89,9 @@ class CommentDetectionManager:
         self.trust = trust
         self.conversation = conversation
         self.seen: dict[str, str] = {}
+        # Comment versions whose leading `/bot` command was obeyed while their other text
+        # still waits for delivery: the command must not be obeyed a second time.
+        self.obeyed: dict[str, str] = {}
         self.since: datetime | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -98,6 +103,7 @@ class CommentDetectionManager:
         holding them is persisted.
         """
         self.seen = {}
+        self.obeyed = {}
         self.since = None
         return self.check_for_new_comments()
 
@@ -115,7 +121,9 @@ class CommentDetectionManager:
         # state file says (it may be one save behind after a crash).
         for entry in self.conversation.entries():
             for ref in entry.get("comments") or []:
-                self.seen[str(ref["id"])] = str(ref["updated_at"])
+                _remember(self.seen, str(ref["id"]), str(ref["updated_at"]))
+            for ref in entry.get("obeyed") or []:
+                _remember(self.obeyed, str(ref["id"]), str(ref["updated_at"]))
 
     # -- detection ----------------------------------------------------------------------------
 
@@ -139,14 +147,18 @@ class CommentDetectionManager:
         return fresh
 
     def _advance(self, comments: Sequence[Comment], pending: Sequence[NewComment]) -> None:
-        # `since` is inclusive; it may move only up to the oldest undelivered comment, so a
-        # comment that is not delivered now (paused, crash) is fetched again next time.
+        # The one place the cursor moves. `since` is inclusive; it moves up to the oldest
+        # version this fetch returned unsettled (everything older is settled), or, with none,
+        # to the newest version seen (a comment written later in that same second is still
+        # fetched: timestamps have whole seconds). Settling a version later never moves it:
+        # the next fetch does, so a command settled before older talk cannot hide that talk.
         if pending:
-            oldest = min(n.comment.updated_at for n in pending)
-            self.since = oldest if self.since is None else max(self.since, min(oldest, self.since))
+            target = min(n.comment.updated_at for n in pending)
         elif comments:
-            newest = max(c.updated_at for c in comments)
-            self.since = newest if self.since is None else max(self.since, newest)
+            target = max(c.updated_at for c in comments)
+        else:
+            return
+        self.since = target if self.since is None else max(self.since, target)
 
     # -- delivery -----------------------------------------------------------------------------
 
@@ -184,12 +196,17 @@ class CommentDetectionManager:
         self.mark_seen(comments)
 
     def mark_seen(self, comments: Iterable[NewComment]) -> None:
+        """Settled: delivered or deliberately skipped (callers record which, first)."""
         for item in comments:
-            version = format_time(item.comment.updated_at)
-            self.seen[item.comment.id] = max(version, self.seen.get(item.comment.id, ""))
-        newest = [item.comment.updated_at for item in comments]
-        if newest and (self.since is None or max(newest) > self.since):
-            self.since = max(newest)
+            _remember(self.seen, item.comment.id, format_time(item.comment.updated_at))
+
+    def mark_obeyed(self, comments: Iterable[NewComment]) -> None:
+        for item in comments:
+            _remember(self.obeyed, item.comment.id, format_time(item.comment.updated_at))
+
+
+def _remember(versions: dict[str, str], comment_id: str, version: str) -> None:
+    versions[comment_id] = max(version, versions.get(comment_id, ""))
 
 
 def _ref(comment: Comment) -> dict[str, str]:

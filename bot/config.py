@@ -160,6 +160,12 @@ class AgentSettings(_Frozen):
     # On a pull/merge request task, commit to that request's own branch (same repository
     # only); otherwise changes go to a new branch and a new draft request.
     push_to_existing_branches: bool = False
+    # Open pull/merge requests as drafts. GitHub refuses drafts in private repositories on
+    # the Free and Pro plans (422); set false there to open ordinary pull requests.
+    draft_change_requests: bool = True
+    # A task whose runs keep ending on transient forge errors waits this long after the
+    # second failure, doubling each time (with jitter, up to an hour).
+    retry_backoff_seconds: float = Field(default=30.0, ge=0)
     tool_result_tokens: int = Field(default=2000, ge=200)  # cap on one tool result
     branch_prefix: str = Field(default="bot/", pattern=r"^[A-Za-z0-9._/-]*$")
     snapshot_max_files: int = Field(default=50_000, ge=100)

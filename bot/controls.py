@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from bot.comments import Identity, NewComment, Trust
@@ -41,25 +41,35 @@ class Split:
     talk: list[NewComment]  # for the model (a command's extra lines included)
     commands: list[Command]  # oldest first
     pure: list[NewComment]  # comments that were nothing but a command
+    # Comments whose command is obeyed now and whose other text is in `talk`.
+    obeyed: list[NewComment] = field(default_factory=list)
 
 
-def split_commands(comments: Iterable[NewComment]) -> Split:
+def split_commands(
+    comments: Iterable[NewComment], obeyed: Mapping[str, str] | None = None
+) -> Split:
     """Separate commands (only from trusted writers, edits ignored) from conversation.
 
     `/bot pause` on its first line, more text below: the command is obeyed and the text is
-    still delivered, without the command line.
+    still delivered, without the command line. A version in `obeyed` had its command obeyed
+    at an earlier check (its text waited): only its text is left.
     """
     split = Split([], [], [])
+    done = obeyed or {}
     for item in comments:
         command = parse_command(item.comment.body) if item.trusted and not item.edited else None
         if command is None:
             split.talk.append(item)
             continue
-        split.commands.append(command)
         rest = _after_command(item.comment.body)
+        again = done.get(item.comment.id, "") >= format_time(item.comment.updated_at)
+        if not again:
+            split.commands.append(command)
         if rest:
             split.talk.append(replace(item, comment=replace(item.comment, body=rest)))
-        else:
+            if not again:
+                split.obeyed.append(item)
+        elif not again:
             split.pure.append(item)
     return split
 

@@ -23,13 +23,13 @@ from bot.discovery import discover
 from bot.dispatch import Job, plan_jobs
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import Source
-from bot.forge.types import TaskKey
+from bot.forge.types import TaskKey, TaskSummary
 from bot.health import HeartbeatWriter
 from bot.llm.base import LLMClient
 from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.notify import Notifier
-from bot.state import DaemonLock, StateStore, Status, TaskBusy, TaskState
+from bot.state import DaemonLock, StateError, StateStore, Status, TaskBusy, TaskState
 from bot.task_index import TaskIndex
 
 log = get_logger(__name__)
@@ -98,9 +98,15 @@ class Daemon:
         self.index = TaskIndex(self.store)  # a poll reads only the task files that changed
         self._lock = DaemonLock(settings.state_dir)
         self._pool = ThreadPoolExecutor(settings.max_concurrent_tasks, thread_name_prefix="task")
+        self._checks = ThreadPoolExecutor(1, thread_name_prefix="thread-check")  # webhooks
         self._in_flight: dict[str, Future[Outcome]] = {}
         self._guard = threading.Lock()
         self._workers: list[_Worker] = []
+        self._left_alone: set[str] = set()  # tasks of unconfigured repositories, logged once
+        # Platforms whose token was rejected in the current cycle: logged once per cycle.
+        self._auth_failed: set[str] = set()
+        self._rejected: dict[str, str] = {}  # platform -> error, until a poll succeeds again
+        self.auth_error: str | None = None  # the last rejection, for `bot run --once`
         self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -158,6 +164,7 @@ class Daemon:
         return f"{len(self.in_flight())} tasks running; last poll {self._last_poll}"
 
     def close(self) -> None:
+        self._checks.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True)
         self._lock.release()
 
@@ -169,11 +176,22 @@ class Daemon:
         platform = worker.source.forge.platform
         view = self.index.refresh()  # once per poll: for the plan and the metrics
         saved = self.index.active_states(view)
+        with self._guard:
+            self._auth_failed.discard(platform.value)  # a new cycle: report it again
         try:
             result = discover(worker.source)
+        except AuthError as exc:
+            # Nothing on this source can work: one line, no traceback, no task touched.
+            self._record_poll(worker, view.counts(), ok=False, error=f"AuthError: {exc}")
+            self._token_rejected(platform.value, exc)
+            return
         except Exception as exc:
             self._record_poll(worker, view.counts(), ok=False, error=f"{type(exc).__name__}: {exc}")
             raise  # the job queue's error handler logs it with its traceback
+        with self._guard:
+            self._rejected.pop(platform.value, None)  # the token works again
+            rejected = "; ".join(self._rejected.values()) or None
+        self.heartbeat.auth_failed(rejected, write=False)  # written with the poll below
         failed = ", ".join(result.failed_repos)
         self._record_poll(
             worker, view.counts(), ok=not failed, error=f"failed: {failed}" if failed else None
@@ -185,9 +203,67 @@ class Daemon:
             self.settings.labels,
             platform,
             partial(self._handed_back, worker),
+            bot_login=worker.runner.deps.identity.login,
+            repos=worker.source.repos,
+            noted=self._left_alone,
         )
         for job in jobs:
             self._submit(worker, job)
+
+    def request_check(self, key: TaskKey) -> None:
+        """Queue `check_thread` (called from the webhook listener: answer fast, work later)."""
+        if not self.stop.is_set():
+            self._checks.submit(self.check_thread, key)
+
+    def check_thread(self, key: TaskKey) -> bool:
+        """One thread, now (a webhook named it): the same plan as a poll, for this key only.
+
+        False when no configured source watches the thread's repository. Errors are logged;
+        the next poll sweeps whatever this missed.
+        """
+        worker = self._worker_for(key)
+        if worker is None or self.stop.is_set():
+            return False
+        try:
+            thread = worker.source.forge.get_thread(key)
+        except ForgeError as exc:
+            log.warning("thread_check_failed", task=str(key), error=str(exc))
+            return True
+        summary = TaskSummary(
+            key,
+            thread.title,
+            thread.labels,
+            thread.assignees,
+            thread.updated_at,
+            is_open=thread.state in ("open", "opened"),
+        )
+        try:
+            saved = self.store.load(key)
+        except StateError as exc:
+            log.error("state_unreadable", task=str(key), error=str(exc))
+            return True
+        jobs = plan_jobs(
+            [summary],
+            self.store,
+            [saved] if saved is not None else [],
+            self.settings.labels,
+            key.platform,
+            partial(self._handed_back, worker),
+            bot_login=worker.runner.deps.identity.login,
+            repos=worker.source.repos,
+            noted=self._left_alone,
+        )
+        log.info("thread_checked", task=str(key), jobs=len(jobs))
+        for job in jobs:
+            self._submit(worker, job)
+        return True
+
+    def _worker_for(self, key: TaskKey) -> _Worker | None:
+        for worker in self._workers:
+            watched = {repo.lower() for repo in worker.source.repos}
+            if worker.source.forge.platform is key.platform and key.repo.lower() in watched:
+                return worker
+        return None
 
     def _handed_back(self, worker: _Worker, key: TaskKey, state: TaskState) -> bool:
         deps = worker.runner.deps
@@ -238,13 +314,25 @@ class Daemon:
             log.warning("task_busy", task=str(job.key))
             return Outcome.INTERRUPTED
         except AuthError as exc:
-            log.error("forge_auth_failed", task=str(job.key), error=str(exc))
+            self._token_rejected(worker.source.forge.platform.value, exc, task=str(job.key))
             return Outcome.INTERRUPTED
         except Exception as exc:
             # One handler for the unexpected: logged with its traceback, the task resumes
             # next cycle from its saved state, the daemon keeps working.
             log.exception("task_crashed", task=str(job.key), error=type(exc).__name__)
             return Outcome.INTERRUPTED
+
+    def _token_rejected(self, platform: str, exc: AuthError, task: str | None = None) -> None:
+        with self._guard:
+            first = platform not in self._auth_failed
+            self._auth_failed.add(platform)
+            self._rejected[platform] = f"{platform}: {exc}"
+            self.auth_error = str(exc)
+            rejected = "; ".join(self._rejected.values())
+        if first:
+            extra = {"task": task} if task else {}
+            log.error("forge_auth_failed", platform=platform, error=str(exc), **extra)
+            self.heartbeat.auth_failed(rejected)
 
     def _drain(self) -> None:
         while True:

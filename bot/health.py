@@ -23,6 +23,7 @@ class Heartbeat:
     failing_since: float | None = None  # first failed poll of the current failure streak
     last_error: str | None = None
     running_tasks: int = 0
+    auth_error: str | None = None  # a forge rejected the token (401); the daemon clears it
 
 
 class HeartbeatWriter:
@@ -42,6 +43,13 @@ class HeartbeatWriter:
             self.beat.failing_since = self.beat.failing_since or now
             self.beat.last_error = error
         self.write()
+
+    def auth_failed(self, error: str | None, write: bool = True) -> None:
+        """A token was rejected (unhealthy at once, whatever the poll history says), or, with
+        None, every source accepts its token again."""
+        self.beat.auth_error = error
+        if write:
+            self.write()
 
     def write(self) -> None:
         self.beat.at = self.clock()
@@ -64,6 +72,8 @@ def check(state_dir: Path, poll_interval: float, max_missed: int, now: float) ->
         return False, f"unreadable heartbeat {path}: {exc}"
     limit = poll_interval * max_missed
     age = now - beat.at
+    if beat.auth_error is not None and age <= limit:
+        return False, f"the forge rejected the token: {beat.auth_error}"
     if age > limit:
         return (
             False,

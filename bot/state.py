@@ -94,6 +94,9 @@ class TaskState(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     malformed_streak: int = 0
     llm_failures: int = 0  # consecutive model calls that failed after the client's retries
+    # Consecutive runs that ended on a forge error, and when the next may start (backoff).
+    forge_failures: int = 0
+    retry_at: str | None = None
     reason: str | None = None
     final_answer: str | None = None
     labels_applied: str | None = None  # the status the labels last reflected

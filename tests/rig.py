@@ -26,6 +26,7 @@ def config_text(
     extra: str = "",
     llm: str = "",
     forge_timeout: float = 30,
+    repos: str = REPO,
 ) -> str:
     return f"""
 state_dir: {state_dir}
@@ -34,13 +35,13 @@ max_concurrent_tasks: 4
 github:
   api_url: "{forge.url}"
   token: {BOT_TOKEN}
-  repositories: [{REPO}]
+  repositories: [{repos}]
   seconds_between_writes: 0
   timeout_seconds: {forge_timeout}
 gitlab:
   url: "{forge.url}"
   token: {BOT_TOKEN}
-  projects: [{REPO}]
+  projects: [{repos}]
   timeout_seconds: {forge_timeout}
 llm: {{base_url: "{model.url}", model: scripted-model, max_retries: 1{llm}}}
 access: {{ignore_authors: ["github-actions[bot]", "renovate"]}}
@@ -57,6 +58,7 @@ class Rig:
     extra_config: str = ""
     llm_options: str = ""  # e.g. ", max_steps: 2"
     forge_timeout: float = 30
+    repos: str = REPO  # the configured repositories (projects), comma-separated
     stop: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -69,6 +71,7 @@ class Rig:
                 self.extra_config,
                 self.llm_options,
                 self.forge_timeout,
+                self.repos,
             ),
             {},
         )
@@ -76,7 +79,10 @@ class Rig:
     def daemon(self) -> Daemon:
         settings = self.settings
         daemon = Daemon(
-            settings, build_sources(settings, self.stop), build_llm(settings.llm), self.stop
+            settings,
+            build_sources(settings, self.stop),
+            build_llm(settings.llm, self.stop),
+            self.stop,
         )
         daemon.initialize()
         return daemon

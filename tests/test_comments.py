@@ -155,3 +155,17 @@ def test_seed_formats_exactly(tmp_path: Path) -> None:
         "Comment 1 from @alice (2026-01-02T03:04:01Z):\none\n\n"
         "Comment 2 from @bob (2026-01-02T03:04:02Z):\ntwo\n"
     )
+
+
+def test_settling_a_newer_command_does_not_move_the_cursor_past_older_talk(
+    server: ForgeServer, platform: str, thread: SThread, make_forge: ForgeFactory, tmp_path: Path
+) -> None:
+    cdm = manager(make_forge, platform, thread, tmp_path)
+    add(server, platform, thread, "Please also update the CHANGELOG.")
+    add(server, platform, thread, "/bot resume")
+    talk, command = cdm.check_for_new_comments()
+    cdm.mark_seen([command])  # consumed at a safe point; the talk waits for a full one
+    restored = manager(make_forge, platform, thread, tmp_path)
+    restored.restore_state(cdm.get_state())  # also across a restart
+    for detector in (cdm, restored):
+        assert [n.comment.body for n in detector.check_for_new_comments()] == [talk.comment.body]

@@ -30,6 +30,9 @@ def seeded(server: ForgeServer) -> ForgeServer:
     )
     pull = w.add_thread("github", REPO, kind="pull", title="PR", body=None or "", head_ref="fix")
     w.add_comment("github", REPO, issue.number, "hello", author="alice")
+    w.set_labels("github", REPO, issue.number, ["coding agent", "x"], actor="carol")  # labeled
+    w.set_labels("github", REPO, issue.number, ["coding agent"], actor="carol")  # unlabeled
+    w.assign("github", REPO, issue.number, "coding-bot", actor="carol")
     w.add_comment("github", REPO, pull.number, "on a line", author="alice", review=True)
     w.push("github", REPO, "fix", {"src/app.py": "print('hello')\n"}, "greet")
     w.thread("github", REPO, pull.number).head_sha = w.repo("github", REPO).branches["fix"]
@@ -64,6 +67,12 @@ CASES = [
         "GET",
         f"/repos/{REPO}/issues/1/comments",
         "GET /repos/{owner}/{repo}/issues/{issue_number}/comments 200",
+        {},
+    ),
+    (
+        "GET",
+        f"/repos/{REPO}/issues/1/events",
+        "GET /repos/{owner}/{repo}/issues/{issue_number}/events 200",
         {},
     ),
     (

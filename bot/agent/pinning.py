@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.forge.base import Forge
-from bot.forge.errors import ForgeError
+from bot.forge.errors import EmptyRepository
 from bot.forge.types import Thread
 
 
@@ -23,7 +23,7 @@ def pin(forge: Forge, thread: Thread, continue_branch: str | None = None) -> tup
     else:
         head = forge.resolve_branch(repo, forge.default_branch(repo))
         if head is None:
-            raise ForgeError(f"{repo}: the default branch has no commit")
+            raise EmptyRepository(f"{repo}: the default branch has no commit")
         sha = head.sha
     if thread.key.is_change_request and thread.head_repo == repo and thread.head_ref:
         target = thread.head_ref

@@ -51,6 +51,7 @@ class Published:
     branch: str
     commit: str
     request_url: str | None  # None when the commit went to the task's own PR/MR branch
+    draft: bool = True
 
 
 def slug(title: str, limit: int = 40) -> str:
@@ -111,12 +112,17 @@ def publish(
     if existing is None:
         base = state.base_branch or thread.base_ref or "main"
         existing = forge.open_change_request(
-            repo, branch, base, _title(thread), _body(thread, state, workspace, summary)
+            repo,
+            branch,
+            base,
+            _title(thread),
+            _body(thread, state, workspace, summary),
+            draft=settings.draft_change_requests,
         )
         log.info("change_request_opened", url=existing.url, branch=branch)
     state.change_request_url = existing.url
     save()
-    return Published(branch, commit, existing.url)
+    return Published(branch, commit, existing.url, existing.draft)
 
 
 def _commit(

@@ -11,6 +11,7 @@ from bot.forge.types import (
     BranchHead,
     ChangeRequest,
     Comment,
+    ControlEvent,
     FileChange,
     Permission,
     Platform,
@@ -38,6 +39,10 @@ class Forge(Protocol):
     def list_comments(self, key: TaskKey, since: datetime | None = None) -> list[Comment]:
         """Every comment (all pages) updated at or after `since`, oldest first: conversation,
         review comments and replies (with their place in the diff), review texts."""
+        ...
+
+    def control_events(self, key: TaskKey) -> list[ControlEvent]:
+        """Who labelled, unlabelled and assigned the thread, oldest first."""
         ...
 
     def post_comment(self, key: TaskKey, body: str, reply_to: str | None = None) -> Comment:
@@ -84,7 +89,7 @@ class Forge(Protocol):
     def find_change_request(self, repo: str, branch: str) -> ChangeRequest | None: ...
 
     def open_change_request(
-        self, repo: str, branch: str, base: str, title: str, body: str
+        self, repo: str, branch: str, base: str, title: str, body: str, draft: bool = True
     ) -> ChangeRequest:
-        """A draft pull/merge request from `branch` into `base`."""
+        """A pull/merge request from `branch` into `base` (a draft unless `draft` is false)."""
         ...

@@ -9,10 +9,20 @@ class ForgeError(Exception):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.operation: str | None = None  # set by `RequestPolicy`: which call failed
 
 
 class AuthError(ForgeError):
     """The token is missing, invalid or lacks a scope: retrying will not help."""
+
+
+class Forbidden(ForgeError):
+    """A 403 that is not a rate limit: archived repository, protected branch, missing role.
+    The token itself works (that would be `AuthError`); this one action is refused."""
+
+
+class EmptyRepository(ForgeError):
+    """The repository has no commit yet: there is nothing to work on."""
 
 
 class NotFound(ForgeError):

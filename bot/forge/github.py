@@ -33,6 +33,8 @@ from bot.forge.archive import ArchiveHTTPError, download_redirected
 from bot.forge.errors import (
     AuthError,
     BranchMoved,
+    EmptyRepository,
+    Forbidden,
     ForgeError,
     NotFound,
     RateLimited,
@@ -46,6 +48,7 @@ from bot.forge.types import (
     BranchHead,
     ChangeRequest,
     Comment,
+    ControlEvent,
     FileChange,
     Kind,
     Permission,
@@ -239,6 +242,23 @@ class GitHubForge:
             summaries, submitted = self._reviews(key, since)
             comments += summaries + self._review_comments(key, submitted, comments)
         return sorted(comments, key=lambda c: (c.created_at, c.id))
+
+    def control_events(self, key: TaskKey) -> list[ControlEvent]:
+        # Issue events cover pull requests too: https://docs.github.com/en/rest/issues/events
+        path = f"/repos/{key.repo}/issues/{key.number}/events"
+        events = []
+        for item in self._get_all(path, {"per_page": 100}):
+            kind = item.get("event")
+            if kind in ("labeled", "unlabeled"):
+                name = (item.get("label") or {}).get("name", "")
+            elif kind == "assigned":
+                name = (item.get("assignee") or {}).get("login", "")
+            else:
+                continue
+            actor = (item.get("actor") or {}).get("login", "")
+            at = parse_time(item.get("created_at"))
+            events.append(ControlEvent(kind, name, actor, at, str(item.get("id", ""))))
+        return events
 
     def _reviews(self, key: TaskKey, since: datetime | None) -> tuple[list[Comment], list[str]]:
         """Reviews' own text and verdict ("Request changes: ..."), as comments; and the ids of
@@ -472,7 +492,10 @@ class GitHubForge:
                     {"sha": sha, "force": False},
                 )
         except ForgeError as exc:
-            if exc.status == 422:  # not a fast forward, or created meanwhile
+            # Not a fast forward, or created meanwhile. A protected branch or a ruleset also
+            # answers 422, but retrying cannot help there: that one stays a refusal.
+            refused = any(word in str(exc).lower() for word in ("protected", "rule"))
+            if exc.status == 422 and not refused:
                 raise BranchMoved(f"{branch} moved while committing: {exc}", 422) from exc
             raise
         return sha
@@ -485,13 +508,13 @@ class GitHubForge:
         return _change_request(pulls[0]) if pulls else None
 
     def open_change_request(
-        self, repo: str, branch: str, base: str, title: str, body: str
+        self, repo: str, branch: str, base: str, title: str, body: str, draft: bool = True
     ) -> ChangeRequest:
         data = self._write(
             "open_pull",
             "POST",
             f"/repos/{repo}/pulls",
-            {"title": title, "head": branch, "base": base, "body": body, "draft": True},
+            {"title": title, "head": branch, "base": base, "body": body, "draft": draft},
         )
         return _change_request(data)
 
@@ -621,7 +644,15 @@ def _translate_status(
     status: int, headers: dict[str, Any], data: Any, clock: Callable[[], float]
 ) -> ForgeError:
     message = data.get("message", "") if isinstance(data, dict) else ""
-    lowered = str(message).lower()
+    details = [
+        str(e.get("message"))
+        for e in (data.get("errors") if isinstance(data, dict) else None) or []
+        if isinstance(e, dict) and e.get("message")
+    ]
+    if details:  # "Validation Failed" alone says nothing a person can act on
+        message = f"{message}: {'; '.join(details)}"
+    message = str(message)[:300]
+    lowered = message.lower()
     if status in (403, 429):
         wait = _rate_limit_wait(headers, lowered, clock)
         if wait is not None:
@@ -629,9 +660,13 @@ def _translate_status(
     if status == 401:
         return AuthError("GitHub rejected the token (401)", status)
     if status == 403:
-        return AuthError(f"GitHub refused access (403): {message}", status)
+        return Forbidden(f"GitHub refused this (403): {message}", status)
     if status == 404:
         return NotFound(f"GitHub: not found ({message})", status)
+    if status == 409 and "empty" in lowered:
+        # The git database API answers 409 "Git Repository is empty." on a repository
+        # without commits (https://docs.github.com/en/rest/git/refs#get-a-reference).
+        return EmptyRepository(f"GitHub: {message}", status)
     if status >= 500 or status in (408, 409):
         return TransientError(f"GitHub server error {status}", status)
     return ForgeError(f"GitHub error {status}: {message}", status)

@@ -27,6 +27,7 @@ from bot.forge._util import LRU, TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import (
     AuthError,
     BranchMoved,
+    Forbidden,
     ForgeError,
     NotFound,
     RateLimited,
@@ -40,6 +41,7 @@ from bot.forge.types import (
     BranchHead,
     ChangeRequest,
     Comment,
+    ControlEvent,
     FileChange,
     Kind,
     Permission,
@@ -64,6 +66,9 @@ log = get_logger(__name__)
 # Notes that sit in a thread: on a diff line, or a reply ("Start a thread").
 _THREADED = ("DiffNote", "DiscussionNote")
 _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
+# System notes GitLab writes on assignment: "assigned to @a and @b" (with "and unassigned ...").
+_ASSIGNED = re.compile(r"^assigned to ((?:@[\w.\-]+(?:,\s*|\s+and\s+)?)+)")
+_MENTION = re.compile(r"@([\w.\-]+)")
 # Our clock and GitLab's may disagree; the first incremental query overlaps by this much.
 CLOCK_SKEW = timedelta(minutes=5)
 DEFAULT_RATE_LIMIT_WAIT = 60.0
@@ -334,6 +339,31 @@ class GitLabForge:
         comments = [self._comment(key.repo, n) for n in raw]
         return sorted(comments, key=lambda c: (c.created_at, c.id))
 
+    def control_events(self, key: TaskKey) -> list[ControlEvent]:
+        # Labels: https://docs.gitlab.com/api/resource_label_events/ . Assignment has no
+        # events API; GitLab writes a system note "assigned to @user" by whoever did it.
+        thread = self._thread_manager(key).get(key.number, lazy=True)
+        labels = self._call("label_events", partial(thread.resourcelabelevents.list, get_all=True))
+        events = []
+        for raw in labels:
+            data = dict(raw.attributes)
+            kind = "labeled" if data.get("action") == "add" else "unlabeled"
+            name = (data.get("label") or {}).get("name", "")
+            actor = (data.get("user") or {}).get("username", "")
+            at = parse_time(data.get("created_at"))
+            events.append(ControlEvent(kind, name, actor, at, f"label:{data['id']}"))
+        notes = self._call("notes", partial(thread.notes.list, get_all=True))
+        for raw in notes:
+            data = dict(raw.attributes)
+            match = _ASSIGNED.match(str(data.get("body") or "")) if data.get("system") else None
+            if match is None:
+                continue
+            actor = (data.get("author") or {}).get("username", "")
+            at = parse_time(data.get("created_at"))
+            for login in _MENTION.findall(match.group(1)):
+                events.append(ControlEvent("assigned", login, actor, at, f"note:{data['id']}"))
+        return sorted(events, key=lambda e: e.at)
+
     def _learn_threads(self, key: TaskKey) -> None:
         """Which discussion each note is in: the notes listing does not say, and a reply needs
         it. Read only when a threaded note not seen before arrives.
@@ -541,13 +571,13 @@ class GitLabForge:
         return _change_request(dict(found[0].attributes)) if found else None
 
     def open_change_request(
-        self, repo: str, branch: str, base: str, title: str, body: str
+        self, repo: str, branch: str, base: str, title: str, body: str, draft: bool = True
     ) -> ChangeRequest:
         mrs = self._gl.projects.get(repo, lazy=True).mergerequests
         payload = {
             "source_branch": branch,
             "target_branch": base,
-            "title": f"Draft: {title}",
+            "title": f"Draft: {title}" if draft else title,
             "description": body,
         }
         created = self._call("open_mr", partial(mrs.create, payload), idempotent=False)
@@ -639,7 +669,7 @@ def _translate(exc: Exception, clock: Callable[[], float] = time.time) -> ForgeE
     if status == 429:
         return RateLimited("GitLab rate limit", _wait(_Client.last_error_headers(), clock), status)
     if status == 403:
-        return AuthError(f"GitLab refused access (403): {message}", status)
+        return Forbidden(f"GitLab refused this (403): {message}", status)
     if status == 404:
         return NotFound(f"GitLab: not found ({message})", status)
     if status >= 500 or status in (408, 409) or status == 0:

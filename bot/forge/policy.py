@@ -79,6 +79,7 @@ class RequestPolicy:
             except Exception as exc:
                 error = translate(exc)
                 self.observe(_outcome(error))
+                error.operation = error.operation or operation
                 if error is exc:
                     raise
                 failure = error

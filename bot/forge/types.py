@@ -194,3 +194,15 @@ class ChangeRequest:
     head: str
     base: str
     draft: bool
+
+
+@dataclass(frozen=True)
+class ControlEvent:
+    """Who put a label on a thread, took one off, or assigned someone: the forge's own record
+    (GitHub issue events; GitLab resource label events and assignment system notes)."""
+
+    kind: str  # "labeled", "unlabeled", "assigned"
+    name: str  # the label, or the assignee's login
+    actor: str
+    at: datetime
+    id: str

@@ -58,6 +58,10 @@ class LLMError(Exception):
     """The model could not answer after the client's retries."""
 
 
+class LLMCancelled(LLMError):
+    """The call was abandoned because the daemon is stopping; nothing is wrong with the model."""
+
+
 class LLMFatal(LLMError):
     """Retrying will not help (bad request, auth, unknown model)."""
 

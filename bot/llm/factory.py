@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 from bot.config import LLMSettings
 from bot.llm.openai_client import OpenAIClient
 
 
-def build_llm(settings: LLMSettings) -> OpenAIClient:
+def build_llm(settings: LLMSettings, stop: threading.Event | None = None) -> OpenAIClient:
     return OpenAIClient(
         settings.base_url,
         settings.model,
@@ -15,4 +17,5 @@ def build_llm(settings: LLMSettings) -> OpenAIClient:
         max_retries=settings.max_retries,
         tool_calling=settings.tool_calling,
         max_output_tokens=settings.reserve_output_tokens,
+        stop=stop,
     )

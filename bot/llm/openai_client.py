@@ -8,19 +8,22 @@ fenced JSON block `{"tool": NAME, "arguments": {...}}`, which is parsed back int
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from bot.llm.base import LLMError, LLMFatal, LLMReply, Message, ToolCall, ToolSpec
+from bot.llm.base import LLMCancelled, LLMError, LLMFatal, LLMReply, Message, ToolCall, ToolSpec
 from bot.llm.overflow import context_overflow
 from bot.prompts import load_prompt
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
 PROMPT_TOOLS_HEADER = load_prompt("tools_fallback.md")
+STOP_CHECK_SECONDS = 0.2  # how often a waiting call looks at the stop event
 
 
 class OpenAIClient:
@@ -34,6 +37,7 @@ class OpenAIClient:
         max_retries: int = 4,
         tool_calling: Literal["native", "prompt"] = "native",
         max_output_tokens: int | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self._options: dict[str, Any] = {
             "base_url": base_url,
@@ -46,14 +50,20 @@ class OpenAIClient:
         self._model = model
         self._tool_calling = tool_calling
         self._max_output_tokens = max_output_tokens
+        # Set when the daemon stops: an in-flight call is abandoned instead of waited for (a
+        # slow model can take `timeout` seconds times the SDK's retries, longer than
+        # systemd's TimeoutStopSec).
+        self._stop = stop
+        self._lock = threading.Lock()
 
     def _sdk(self) -> Any:
         # Imported and built on first use: the SDK costs ~20 MB an idle daemon does not need.
-        if self._client is None:
-            import openai
+        with self._lock:
+            if self._client is None:
+                import openai
 
-            self._client = openai.OpenAI(**self._options)
-        return self._client
+                self._client = openai.OpenAI(**self._options)
+            return self._client
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> LLMReply:
         import openai
@@ -69,7 +79,7 @@ class OpenAIClient:
         else:
             kwargs["messages"] = prompt_mode_messages(messages, tools)
         try:
-            response = client.chat.completions.create(**kwargs)
+            response = self._create(client, kwargs)
         except openai.APIStatusError as exc:
             overflow = context_overflow(exc.status_code, exc.body, exc.message)
             if overflow is not None:
@@ -82,6 +92,44 @@ class OpenAIClient:
         except openai.OpenAIError as exc:
             raise LLMError(f"model call failed: {type(exc).__name__}") from None
         return self._reply(response)
+
+    def _create(self, client: Any, kwargs: dict[str, Any]) -> Any:
+        """The SDK call, on its own thread when a stop event is given, so that stopping does
+        not wait for the model: the caller returns at once and the call is abandoned (a
+        daemon thread; its connection goes away with the process, which is stopping)."""
+        if self._stop is None:
+            return client.chat.completions.create(**kwargs)
+        if self._stop.is_set():
+            raise LLMCancelled("model call not started: the daemon is stopping")
+        outcome: dict[str, Any] = {}
+        finished = threading.Event()
+
+        def call() -> None:
+            try:
+                outcome["response"] = client.chat.completions.create(**kwargs)
+            except Exception as exc:  # noqa: BLE001 - re-raised in the caller's thread below
+                outcome["error"] = exc
+            finally:
+                finished.set()
+
+        threading.Thread(target=call, name="llm-call", daemon=True).start()
+        while not finished.wait(STOP_CHECK_SECONDS):
+            if self._stop.is_set():
+                self._abandon(client)
+                raise LLMCancelled("model call abandoned: the daemon is stopping")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["response"]
+
+    def _abandon(self, client: Any) -> None:
+        # Closing the SDK's client drops its idle connections and keeps later calls off it (a
+        # new client is built if work starts again). A read blocked in the abandoned thread
+        # is not interrupted by that; it ends with the process or the request's timeout.
+        with self._lock:
+            if self._client is client:
+                self._client = None
+        with contextlib.suppress(OSError):  # best effort: the process is on its way out
+            client.close()
 
     def _reply(self, response: Any) -> LLMReply:
         if not getattr(response, "choices", None):

@@ -11,7 +11,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from bot.sandbox.forge_server import HttpError, Request, Response, Route, archive_response
+from bot.sandbox.forge_server import (
+    Handler,
+    HttpError,
+    Request,
+    Response,
+    Route,
+    archive_response,
+)
 from bot.sandbox.world import (
     EXECUTABLE,
     REGULAR,
@@ -20,6 +27,7 @@ from bot.sandbox.world import (
     SChangeRequest,
     SComment,
     SCommit,
+    SEvent,
     SRepo,
     SReview,
     SThread,
@@ -159,7 +167,7 @@ def repo_json(base: str, repo: SRepo) -> dict[str, Any]:
         "has_pages": False,
         "has_downloads": False,
         "has_discussions": False,
-        "archived": False,
+        "archived": repo.archived,
         "disabled": False,
         "license": None,
         "pushed_at": _ts(repo.created_at),
@@ -376,6 +384,30 @@ def review_json(base: str, repo: SRepo, thread: SThread, review: SReview) -> dic
     }
 
 
+def event_json(base: str, repo: SRepo, thread: SThread, event: SEvent) -> dict[str, Any]:
+    """One issue event, oldest first, as `GET /repos/{owner}/{repo}/issues/{n}/events` lists
+    them (https://docs.github.com/en/rest/issues/events#list-issue-events): `actor` is who
+    did it; `labeled`/`unlabeled` carry the label, `assigned`/`unassigned` the assignee."""
+    data: dict[str, Any] = {
+        "id": event.id,
+        "node_id": f"LE_{event.id}",
+        "url": f"{base}/repos/{repo.path}/issues/events/{event.id}",
+        "actor": user_json(base, event.actor),
+        "event": event.kind,
+        "commit_id": None,
+        "commit_url": None,
+        "created_at": _ts(event.at),
+        "performed_via_github_app": None,
+    }
+    if event.kind in ("labeled", "unlabeled"):
+        data["label"] = {"name": event.name, "color": "ededed"}
+    else:
+        assignee = next((a for a in thread.assignees if a.login == event.name), None)
+        data["assignee"] = user_json(base, assignee or SUser(event.name, 0))
+        data["assigner"] = user_json(base, event.actor)
+    return data
+
+
 def _association(repo: SRepo, user: SUser) -> str:
     if user.login == repo.owner.login:
         return "OWNER"
@@ -397,6 +429,10 @@ def routes(server: ForgeServer) -> list[Route]:
             thread = repo.thread(kind, int(number))
             if thread is not None:
                 return thread
+            if (kind, int(number)) in repo.deleted:
+                # "If the issue was deleted from a repository where the authenticated user has
+                # read access, the API returns a 410 Gone status." (REST docs, Get an issue)
+                raise HttpError(410, "This issue was deleted")
         raise HttpError(404, "Not Found")
 
     def comment_of(repo: SRepo, comment_id: str, review: bool) -> tuple[SThread, SComment]:
@@ -553,7 +589,10 @@ def routes(server: ForgeServer) -> list[Route]:
         labels = (req.body or {}).get("labels")
         if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
             raise HttpError(422, "Validation Failed")
-        world.set_labels("github", repo.path, thread.number, thread.labels + labels, thread.kind)
+        assert req.user is not None
+        world.set_labels(
+            "github", repo.path, thread.number, thread.labels + labels, thread.kind, req.user.login
+        )
         return Response(body=[label_json(req.base_url, repo, n) for n in thread.labels])
 
     def remove_label(req: Request, m: re.Match[str]) -> Response:
@@ -563,7 +602,8 @@ def routes(server: ForgeServer) -> list[Route]:
         if name not in thread.labels:
             raise HttpError(404, "Label does not exist")
         remaining = [x for x in thread.labels if x != name]
-        world.set_labels("github", repo.path, thread.number, remaining, thread.kind)
+        assert req.user is not None
+        world.set_labels("github", repo.path, thread.number, remaining, thread.kind, req.user.login)
         return Response(body=[label_json(req.base_url, repo, n) for n in thread.labels])
 
     def permission(req: Request, m: re.Match[str]) -> Response:
@@ -676,6 +716,10 @@ def routes(server: ForgeServer) -> list[Route]:
     def get_ref(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
         branch = unquote(m["branch"])
+        if not repo.commits:
+            # https://docs.github.com/en/rest/git/refs#get-a-reference lists 409 Conflict:
+            # the git database API of an empty repository answers "Git Repository is empty."
+            raise HttpError(409, "Git Repository is empty.")
         if branch not in repo.branches:
             raise HttpError(404, "Not Found")
         return Response(body=ref_json(req, repo, branch))
@@ -794,6 +838,7 @@ def routes(server: ForgeServer) -> list[Route]:
         if not ref.startswith("refs/heads/") or sha not in repo.commits:
             raise HttpError(422, "Validation Failed")
         branch = ref.removeprefix("refs/heads/")
+        _refuse_protected(repo, branch)
         if branch in repo.branches:
             raise HttpError(422, "Reference already exists")
         repo.branches[branch] = sha
@@ -803,6 +848,7 @@ def routes(server: ForgeServer) -> list[Route]:
         repo = repo_of(m)
         branch = unquote(m["branch"])
         sha = str((req.body or {}).get("sha", ""))
+        _refuse_protected(repo, branch)
         if branch not in repo.branches:
             raise HttpError(422, "Reference does not exist")
         if sha not in repo.commits:
@@ -843,12 +889,23 @@ def routes(server: ForgeServer) -> list[Route]:
             for t in repo.threads.values()
         ):
             raise HttpError(422, f"A pull request already exists for {repo.owner.login}:{head}.")
+        if body.get("draft") and not repo.drafts_supported:
+            # Private repositories on GitHub Free/Pro: 422 with this message at the top level
+            # (reported e.g. in https://github.com/SWE-agent/SWE-agent/issues/179; plans:
+            # https://docs.github.com/en/pull-requests/collaborating-with-pull-requests/proposing-changes-to-your-work-with-pull-requests/about-pull-requests#draft-pull-requests).
+            raise HttpError(422, "Draft pull requests are not supported in this repository.")
         assert req.user is not None
         change = SChangeRequest(
             str(body["title"]), str(body.get("body") or ""), head, base, bool(body.get("draft"))
         )
         thread = world.open_change_request("github", repo.path, req.user.login, change)
         return Response(201, pull_json(req.base_url, repo, thread))
+
+    def list_events(req: Request, m: re.Match[str]) -> Response:
+        repo = repo_of(m)
+        thread = thread_of(repo, m["number"])
+        items = [event_json(req.base_url, repo, thread, e) for e in thread.events]
+        return Response(body=items, paginate=True)
 
     issue = REPO + r"/issues/(?P<number>\d+)"
     pull = REPO + r"/pulls/(?P<number>\d+)"
@@ -859,6 +916,7 @@ def routes(server: ForgeServer) -> list[Route]:
         ("GET", issue, get_issue),
         ("GET", issue + "/comments", lambda r, m: list_comments(r, m, False)),
         ("POST", issue + "/comments", post_comment),
+        ("GET", issue + "/events", list_events),
         ("PATCH", REPO + r"/issues/comments/(?P<id>\d+)", lambda r, m: edit_comment(r, m, False)),
         ("POST", issue + "/labels", add_labels),
         ("DELETE", issue + r"/labels/(?P<label>[^/]+)", remove_label),
@@ -888,7 +946,28 @@ def routes(server: ForgeServer) -> list[Route]:
         ("GET", REPO + r"/pulls", list_pulls),
         ("POST", REPO + r"/pulls", create_pull),
     ]
-    return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]
+
+    def guarded(method: str, handler: Handler) -> Handler:
+        def run(req: Request, m: re.Match[str]) -> Response:
+            # An archived repository is read-only: every write is a 403 with this message
+            # (https://docs.github.com/en/repositories/archiving-a-github-repository/archiving-repositories).
+            if method != "GET" and "owner" in m.groupdict() and repo_of(m).archived:
+                raise HttpError(403, "Repository was archived so is read-only.")
+            return handler(req, m)
+
+        return run
+
+    return [
+        Route(method, re.compile(pattern), guarded(method, handler))
+        for method, pattern, handler in table
+    ]
+
+
+def _refuse_protected(repo: SRepo, branch: str) -> None:
+    # Branch protection refuses ref updates with 422 "Protected branch update failed"
+    # (https://docs.github.com/en/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches).
+    if repo.is_protected(branch):
+        raise HttpError(422, f"Protected branch update failed for refs/heads/{branch}.")
 
 
 def codeload_routes(server: ForgeServer) -> list[Route]:

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from bot.sandbox import gitlab_quick_actions as quick_actions
-from bot.sandbox.forge_server import HttpError, Request, Response, Route, archive_response
+from bot.sandbox.forge_server import (
+    Handler,
+    HttpError,
+    Request,
+    Response,
+    Route,
+    archive_response,
+)
 from bot.sandbox.world import (
     EXECUTABLE,
     REGULAR,
@@ -179,7 +186,10 @@ def routes(server: ForgeServer) -> list[Route]:
                 "name": repo.path.rsplit("/", 1)[-1],
                 "path": repo.path.rsplit("/", 1)[-1],
                 "path_with_namespace": repo.path,
-                "default_branch": repo.default_branch,
+                # An empty project has no default branch (null) and `empty_repo: true`.
+                "default_branch": repo.default_branch if repo.commits else None,
+                "empty_repo": not repo.commits,
+                "archived": repo.archived,
                 "web_url": f"{req.base_url}/{repo.path}",
             }
         )
@@ -228,14 +238,38 @@ def routes(server: ForgeServer) -> list[Route]:
             labels = [x for x in str(body["labels"]).split(",") if x]
         labels += [x for x in str(body.get("add_labels", "")).split(",") if x]
         removed = {x for x in str(body.get("remove_labels", "")).split(",") if x}
-        world.set_labels(
-            "gitlab", repo.path, thread.number, [x for x in labels if x not in removed], thread.kind
-        )
+        assert req.user is not None
+        kept = [x for x in labels if x not in removed]
+        world.set_labels("gitlab", repo.path, thread.number, kept, thread.kind, req.user.login)
         if isinstance(body.get("description"), str):
-            assert req.user is not None
             done = quick_actions.run(world, repo, thread, req.user, body["description"])
             thread.body = done.text
         return Response(body=thread_json(req.base_url, repo, thread))
+
+    def label_events(req: Request, m: re.Match[str]) -> Response:
+        # https://docs.gitlab.com/api/resource_label_events/ : who added or removed which
+        # label, oldest first; `user` is who did it, `action` is "add" or "remove".
+        repo = project_of(m)
+        thread = thread_of(repo, m["section"], m["iid"])
+        items = [
+            {
+                "id": e.id,
+                "user": user_json(req.base_url, e.actor),
+                "created_at": _ts(e.at),
+                "resource_type": "MergeRequest" if thread.kind == "mr" else "Issue",
+                "resource_id": thread.id,
+                "label": {
+                    "id": abs(hash((repo.path, e.name))) % 10**6,
+                    "name": e.name,
+                    "color": "#ededed",
+                    "description": None,
+                },
+                "action": "add" if e.kind == "labeled" else "remove",
+            }
+            for e in thread.events
+            if e.kind in ("labeled", "unlabeled")
+        ]
+        return Response(body=items, paginate=True)
 
     def visible(req: Request, repo: SRepo, thread: SThread) -> list[SComment]:
         # Internal notes are readable by Reporter and up only (gitlab-org/gitlab#363045).
@@ -439,6 +473,10 @@ def routes(server: ForgeServer) -> list[Route]:
         repo = project_of(m)
         body = req.body or {}
         name = str(body.get("branch", ""))
+        if repo.is_protected(name):
+            # https://docs.gitlab.com/user/project/repository/branches/protected/ : a push
+            # by someone not allowed to push to the branch is a 403.
+            raise HttpError(403, "You are not allowed to push into this branch")
         base = _start(repo, body)
         files = dict(repo.commits[base].files)
         modes = dict(repo.commits[base].modes)
@@ -481,6 +519,7 @@ def routes(server: ForgeServer) -> list[Route]:
         ("GET", thread, get_thread),
         ("PUT", thread, update_thread),
         ("GET", thread + "/notes", list_notes),
+        ("GET", thread + "/resource_label_events", label_events),
         ("POST", thread + "/notes", create_note),
         ("PUT", thread + r"/notes/(?P<note>\d+)", update_note),
         ("GET", thread + "/discussions", list_discussions),
@@ -495,7 +534,21 @@ def routes(server: ForgeServer) -> list[Route]:
         ("POST", PROJECT + r"/repository/commits", create_commit),
         ("POST", PROJECT + r"/merge_requests", create_mr),
     ]
-    return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]
+
+    def guarded(method: str, handler: Handler) -> Handler:
+        def run(req: Request, m: re.Match[str]) -> Response:
+            # An archived project is read-only: writes are refused with 403
+            # (https://docs.gitlab.com/user/project/working_with_projects/#archive-a-project).
+            if method != "GET" and "project" in m.groupdict() and project_of(m).archived:
+                raise HttpError(403, "403 Forbidden")
+            return handler(req, m)
+
+        return run
+
+    return [
+        Route(method, re.compile(pattern), guarded(method, handler))
+        for method, pattern, handler in table
+    ]
 
 
 def _commands_only(done: quick_actions.Outcome) -> Response:

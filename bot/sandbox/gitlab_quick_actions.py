@@ -172,6 +172,9 @@ def _title(ctx: _Context, arg: str) -> None:
 def _label(ctx: _Context, arg: str) -> None:
     names = _labels(arg)
     if names and ctx.rank() >= REPORTER:
+        for name in names:  # a resource label event by the note's author, as GitLab records
+            if name not in ctx.thread.labels:
+                ctx.world.record_event(ctx.thread, "labeled", name, ctx.actor)
         ctx.thread.labels = list(dict.fromkeys([*ctx.thread.labels, *names]))
         listed = " ".join(f"~{n}" for n in names)
         ctx.done({"add_label_ids": names}, f"Added {listed} label.", f"added {listed} label")
@@ -181,6 +184,9 @@ def _unlabel(ctx: _Context, arg: str) -> None:
     if not ctx.thread.labels or ctx.rank() < REPORTER:
         return
     names = _labels(arg) or list(ctx.thread.labels)
+    for name in names:
+        if name in ctx.thread.labels:
+            ctx.world.record_event(ctx.thread, "unlabeled", name, ctx.actor)
     ctx.thread.labels = [n for n in ctx.thread.labels if n not in names]
     listed = " ".join(f"~{n}" for n in names)
     ctx.done({"remove_label_ids": names}, f"Removed {listed} label.", f"removed {listed} label")
@@ -191,6 +197,8 @@ def _assign(ctx: _Context, arg: str) -> None:
     if users and ctx.rank() >= REPORTER:
         known = {u.login for u in ctx.thread.assignees}
         ctx.thread.assignees += [u for u in users if u.login not in known]
+        for user in users:
+            ctx.world.record_event(ctx.thread, "assigned", user.login, ctx.actor)
         listed = " ".join(f"@{u.login}" for u in users)
         ctx.done(
             {"assignee_ids": [u.id for u in users]}, f"Assigned {listed}.", f"assigned to {listed}"

@@ -7,6 +7,7 @@ All access goes through `World.lock` because the HTTP server is threaded.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import hashlib
 import io
 import itertools
@@ -86,6 +87,18 @@ class SReview:
 
 
 @dataclass
+class SEvent:
+    """Who labelled or assigned a thread, as both forges record it (GitHub issue events,
+    GitLab resource label events and assignment system notes)."""
+
+    id: int
+    kind: str  # "labeled", "unlabeled", "assigned", "unassigned"
+    name: str  # the label, or the assignee's login
+    actor: SUser
+    at: datetime
+
+
+@dataclass
 class SThread:
     number: int
     kind: str  # "issue", "pull" (GitHub) or "mr" (GitLab)
@@ -104,6 +117,7 @@ class SThread:
     base_ref: str = "main"
     head_sha: str = ""
     change: SChangeRequest | None = None  # set when the bot opened it
+    events: list[SEvent] = field(default_factory=list)
     locked: bool = False  # GitLab `discussion_locked` (the /lock quick action)
     approved_by: list[str] = field(default_factory=list)  # GitLab approvals (/approve)
     head_repo: str = ""  # a fork's path when the request comes from one; "" = same repository
@@ -161,8 +175,18 @@ class SRepo:
     subtrees: dict[str, tuple[str, str]] = field(default_factory=dict)  # sha -> (root, "dir/")
     threads: dict[tuple[str, int], SThread] = field(default_factory=dict)
     roles: dict[str, str] = field(default_factory=dict)  # login -> role
+    deleted: set[tuple[str, int]] = field(default_factory=set)  # (kind, number) of threads
     created_at: datetime = field(default_factory=utcnow)
     archive_override: bytes | None = None  # hostile-archive tests serve crafted tarballs
+    # Refusals a real forge makes (tests set them): archived repositories refuse every
+    # write; protected branches (fnmatch patterns) refuse pushes; GitHub private repositories
+    # on the Free plan refuse draft pull requests.
+    archived: bool = False
+    protected: list[str] = field(default_factory=list)
+    drafts_supported: bool = True
+
+    def is_protected(self, branch: str) -> bool:
+        return any(fnmatch.fnmatchcase(branch, pattern) for pattern in self.protected)
 
     def thread(self, kind: str, number: int) -> SThread | None:
         return self.threads.get((kind, number))
@@ -311,6 +335,13 @@ class World:
         self._ids = itertools.count(1001)
         # Called after every new comment (API or seeded): the emulator's notifications and to-dos.
         self.comment_hooks: list[Callable[[SRepo, SThread, SComment], None]] = []
+        # Called (under the world lock) after a person or the bot changed a thread: the webhook
+        # sender turns these into deliveries. (platform, repo path, thread, what, actor login)
+        self.listeners: list[Callable[[str, str, SThread, str, str], None]] = []
+
+    def _changed(self, platform: str, path: str, thread: SThread, what: str, actor: str) -> None:
+        for listener in self.listeners:
+            listener(platform, path, thread, what, actor)
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -339,14 +370,16 @@ class World:
         files: Mapping[str, bytes | str] | None = None,
         roles: dict[str, str] | None = None,
         default_branch: str = "main",
+        empty: bool = False,
         modes: Mapping[str, str] | None = None,
     ) -> SRepo:
         with self.lock:
             owner = self.user(path.split("/")[0])
             repo = SRepo(platform, path, self.next_id(), owner, default_branch)
             content = {p: d.encode() if isinstance(d, str) else d for p, d in (files or {}).items()}
-            initial = repo.commit(content, "Initial commit", [], owner.login, modes)
-            repo.branches[default_branch] = initial.sha
+            if not empty:  # an empty repository has no commit and no branch at all
+                initial = repo.commit(content, "Initial commit", [], owner.login, modes)
+                repo.branches[default_branch] = initial.sha
             repo.roles = {owner.login: "admin", **(roles or {})}
             for login in repo.roles:
                 self.user(login)
@@ -369,6 +402,7 @@ class World:
         labels: list[str] | None = None,
         assignees: list[str] | None = None,
         head_ref: str = "feature",
+        labelled_by: str | None = None,
     ) -> SThread:
         with self.lock:
             repo = self.repo(platform, path)
@@ -392,7 +426,33 @@ class World:
                 repo.branches.setdefault(head_ref, repo.branches[repo.default_branch])
                 thread.head_sha = repo.branch_sha(head_ref)
             repo.threads[(kind, number)] = thread
+            # Labels and assignees need triage (GitHub) / Reporter (GitLab) rights: the author
+            # set them when filing if allowed to, else the labels were set by the repository's
+            # owner (a thread filed by a reader gets them from someone who triages).
+            who = self.user(labelled_by) if labelled_by else self._triager(repo, thread.author)
+            for label in thread.labels:
+                self._event(thread, "labeled", label, who, now)
+            for assignee in thread.assignees:
+                self._event(thread, "assigned", assignee.login, who, now)
+                if platform == "gitlab":
+                    note = SComment(self.next_id(), who, f"assigned to @{assignee.login}", now, now)
+                    note.system = True
+                    thread.comments.append(note)
             return thread
+
+    @staticmethod
+    def _triager(repo: SRepo, author: SUser) -> SUser:
+        role = repo.roles.get(author.login, "none")
+        allowed = role in ROLES and ROLES.index(role) >= ROLES.index("triage")
+        return author if allowed else repo.owner
+
+    def _event(self, thread: SThread, kind: str, name: str, actor: SUser, at: datetime) -> None:
+        thread.events.append(SEvent(self.next_id(), kind, name, actor, at))
+
+    def record_event(self, thread: SThread, kind: str, name: str, actor: SUser) -> None:
+        """For changes made outside `set_labels`/`assign` (GitLab quick actions)."""
+        with self.lock:
+            self._event(thread, kind, name, actor, thread.updated_at)
 
     def _next_number(self, repo: SRepo, kind: str) -> int:
         # GitHub issues and pull requests share one sequence; GitLab keeps one per kind.
@@ -419,6 +479,8 @@ class World:
             thread.updated_at = now
             for hook in self.comment_hooks:
                 hook(self.repo(platform, path), thread, comment)
+            if not system:
+                self._changed(platform, path, thread, "comment", author)
             return comment
 
     def add_review_comment(
@@ -532,13 +594,72 @@ class World:
                         return comment
             raise KeyError(comment_id)
 
+    def delete_comment(self, comment_id: int) -> None:
+        with self.lock:
+            for thread in self.all_threads():
+                thread.comments = [c for c in thread.comments if c.id != comment_id]
+
+    def delete_thread(self, platform: str, path: str, number: int, kind: str) -> None:
+        """An admin deletes the thread: it is gone from every listing and every route."""
+        with self.lock:
+            repo = self.repo(platform, path)
+            del repo.threads[(kind, number)]
+            repo.deleted.add((kind, number))
+
     def set_labels(
-        self, platform: str, path: str, number: int, labels: list[str], kind: str | None = None
+        self,
+        platform: str,
+        path: str,
+        number: int,
+        labels: list[str],
+        kind: str | None = None,
+        actor: str = "alice",
     ) -> None:
+        """Set the labels as `actor` did (a writer by default); each change is an event."""
         with self.lock:
             thread = self.thread(platform, path, number, kind)
-            thread.labels = list(dict.fromkeys(labels))
+            before, after = list(thread.labels), list(dict.fromkeys(labels))
+            thread.labels = after
             thread.updated_at = self.clock()
+            who = self.user(actor)
+            for label in after:
+                if label not in before:
+                    self._event(thread, "labeled", label, who, thread.updated_at)
+            for label in before:
+                if label not in after:
+                    self._event(thread, "unlabeled", label, who, thread.updated_at)
+            if before != after:
+                self._changed(platform, path, thread, "labels", actor)
+
+    def assign(
+        self,
+        platform: str,
+        path: str,
+        number: int,
+        login: str,
+        actor: str = "alice",
+        kind: str | None = None,
+    ) -> None:
+        """`actor` assigns `login`. GitLab has no assignee events API: like GitLab, the
+        emulator records a system note "assigned to @login" written by the actor."""
+        with self.lock:
+            thread = self.thread(platform, path, number, kind)
+            user, who = self.user(login), self.user(actor)
+            if user not in thread.assignees:
+                thread.assignees.append(user)
+            thread.updated_at = self.clock()
+            self._event(thread, "assigned", login, who, thread.updated_at)
+            self._changed(platform, path, thread, "assigned", actor)
+            if platform == "gitlab":
+                self.add_comment(
+                    platform,
+                    path,
+                    number,
+                    f"assigned to @{login}",
+                    author=actor,
+                    kind=thread.kind,
+                    system=True,
+                )
 
     def set_state(
         self, platform: str, path: str, number: int, state: str, kind: str | None = None
@@ -547,6 +668,7 @@ class World:
             thread = self.thread(platform, path, number, kind)
             thread.state = state
             thread.updated_at = self.clock()
+            self._changed(platform, path, thread, "state", thread.author.login)
 
     def push(
         self,

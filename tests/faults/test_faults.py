@@ -25,6 +25,9 @@ MARKER = re.compile(r"<!-- bot:(\S+):(\d+) -->")
 
 def test_random_faults_on_20_percent_of_requests_across_10_tasks(rig: Rig) -> None:
     rig.forge_timeout = 1
+    # A run cut by a fault is retried at the next cycle here: the backoff between runs is
+    # exercised by tests/faults/test_forge_errors.py, not by a loop of cycles with no clock.
+    rig.extra_config = "agent: {retry_backoff_seconds: 0}"
     threads = [rig.issue(title=f"task {n}", body=f"do thing {n}") for n in range(10)]
     humans: dict[int, list[str]] = {t.number: [] for t in threads}
     by_title = {t.title: t for t in threads}

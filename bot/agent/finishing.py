@@ -1,0 +1,43 @@
+"""The end of a task that finished: publish the work, then the final answer in the thread."""
+
+from __future__ import annotations
+
+from bot.agent.lifecycle import Lifecycle
+from bot.agent.outcome import Outcome
+from bot.agent.publish import Published, PublishError, publish
+from bot.agent.workspace import Workspace
+from bot.config import AgentSettings
+from bot.forge.base import Forge
+from bot.forge.types import Thread
+from bot.state import Status
+
+
+def finish(
+    forge: Forge,
+    thread: Thread,
+    lifecycle: Lifecycle,
+    workspace: Workspace,
+    settings: AgentSettings,
+    answer: str,
+) -> Outcome:
+    """Branch, commit and draft request first (each looked up before it is made), then the
+    final comment carrying the answer and where the work went; status done, labels last."""
+    answer = lifecycle.poster.withhold(answer)  # it goes into the request and commit too
+    lifecycle.state.final_answer = answer
+    try:
+        published = publish(
+            forge, thread, lifecycle.state, workspace, settings, lifecycle.save, answer
+        )
+    except PublishError as exc:  # a conflict with someone's push: stop, name it
+        return lifecycle.fail(str(exc))
+    lifecycle.end(Status.DONE, answer + where(published))
+    return Outcome.DONE
+
+
+def where(published: Published | None) -> str:
+    if published is None:
+        return ""
+    if published.request_url:
+        kind = "Draft change request" if published.draft else "Change request"
+        return f"\n\n{kind}: {published.request_url} (branch `{published.branch}`)."
+    return f"\n\nPushed commit {published.commit[:12]} to `{published.branch}`."

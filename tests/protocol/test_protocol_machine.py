@@ -1,0 +1,411 @@
+"""The whole comment and control protocol, driven by generated orderings (issue 10, D7).
+
+A hypothesis `RuleBasedStateMachine` drives the real `Daemon` (in process, `tests.rig.Rig`)
+against the emulator, on GitHub and GitLab, with every event in its own second (`StepClock`)
+or many in one (the emulator's whole-second wall clock). Events happen between polls or while
+the model is thinking (they are queued and applied inside the scripted model's next call).
+When no turn is scripted, the model's call ends the process mid-turn (the stop event, as
+SIGTERM would), leaving a cut turn with a pending tool call for the next poll or restart.
+
+After every rule, from the forge and the state dir:
+- no comment version is delivered twice in one run, and delivered talk reached the model;
+- the fetch cursor never passes a version that is neither delivered nor deliberately skipped;
+- a task that reached `done` settled every human comment version on the thread;
+- no note was posted while a writer's pause or stop, or a close, was in force;
+- no bot comment was posted twice; the status label matches the saved status.
+
+CI runs `PROTOCOL_EXAMPLES` examples (default 15) per forge and clock; set it higher to search
+longer, e.g. `PROTOCOL_EXAMPLES=500 .venv/bin/pytest tests/protocol`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from bot.config import LabelSettings
+from bot.daemon import Daemon
+from bot.forge._util import format_time
+from bot.labels import label_for
+from bot.sandbox.forge_server import ForgeServer
+from bot.sandbox.llm_server import LLMServer
+from bot.sandbox.world import SComment, StepClock, SThread
+from bot.state import StateStore, Status, TaskState
+from tests.conftest import ALICE_TOKEN, BOT_TOKEN, REPO
+from tests.rig import Rig, comment_id
+
+EXAMPLES = int(os.environ.get("PROTOCOL_EXAMPLES", "15"))
+LABELS = LabelSettings()
+STATUS_LABELS = {label_for(s, LABELS) for s in Status}
+MARKER = re.compile(r"<!-- bot:[^>]*:(\d+) -->")
+COMMANDS = ("pause", "resume", "stop")
+
+
+def seeded_server(step_clock: bool) -> ForgeServer:
+    server = ForgeServer()
+    world = server.world
+    if step_clock:
+        world.clock = StepClock()  # type: ignore[method-assign]
+    world.add_user("coding-bot", token=BOT_TOKEN)
+    world.add_user("alice", token=ALICE_TOKEN)
+    roles = {"alice": "write", "bob": "read", "coding-bot": "write"}
+    files = {"README.md": "# app\n", "src/app.py": "print('hi')\n"}
+    for platform in ("github", "gitlab"):
+        world.add_repo(platform, REPO, files=files, roles=roles)
+    return server.start()
+
+
+class Protocol(RuleBasedStateMachine):
+    platform = "github"
+    step_clock = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.server = seeded_server(self.step_clock)
+        self.model = LLMServer().start()
+        self.model.policy = self._policy
+        self.state_dir = Path(tempfile.mkdtemp(prefix="protocol-"))
+        self.rig = Rig(self.server, self.model, self.platform, self.state_dir)
+        self.rig.llm_options = ", max_steps: 500"
+        self.daemon: Daemon | None = None
+        self.thread: SThread | None = None
+        self.queued: list[Callable[[], None]] = []  # events for the model's next call
+        self.turns: list[dict[str, Any]] = []  # scripted replies, oldest first
+        self.talk: list[int] = []  # raw ids of human comments the rules may edit or delete
+        self.controls: list[tuple[int, str]] = []  # (world sequence, event) in order
+        self.counter = 0
+
+    def teardown(self) -> None:
+        if self.daemon is not None:
+            self.daemon.close()
+        self.model.stop()
+        self.server.stop()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    # -- the world's clock of events ------------------------------------------------------------
+
+    def _next(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def _seq(self) -> int:
+        """A point in the world's order of things: comment ids come from the same counter."""
+        return self.server.world.next_id()
+
+    def _event(self, during_model: bool, apply: Callable[[], None]) -> None:
+        if during_model:
+            self.queued.append(apply)
+        else:
+            apply()
+
+    def _policy(self, request: dict[str, Any]) -> dict[str, Any]:
+        events, self.queued = self.queued, []
+        for apply in events:
+            apply()
+        if self.turns:
+            return self.turns.pop(0)
+        # Nothing scripted: the daemon is told to stop while the model thinks, so this
+        # reply's tool call is left pending for the next process (a cut turn).
+        self.rig.stop.set()
+        return {"tool_calls": [("post_comment", {"body": f"note-idle-{self._next()}"})]}
+
+    # -- rules ----------------------------------------------------------------------------------
+
+    @initialize()
+    def start(self) -> None:
+        self.thread = self.rig.issue()
+        self.daemon = self.rig.daemon()
+
+    @rule(writer=st.booleans(), during_model=st.booleans())
+    def human_comment(self, writer: bool, during_model: bool) -> None:
+        author = "alice" if writer else "bob"
+        body = f"talk-{self._next()} from {author}"
+
+        def apply() -> None:
+            self.talk.append(self._add(body, author).id)
+
+        self._event(during_model, apply)
+
+    @precondition(lambda self: bool(self.talk))
+    @rule(data=st.data(), during_model=st.booleans())
+    def edit(self, data: st.DataObject, during_model: bool) -> None:
+        target = data.draw(st.sampled_from(self.talk))
+        body = f"talk-{self._next()} (an edit)"
+
+        def apply() -> None:
+            if target in self.talk:
+                self.server.world.edit_comment(target, body)
+
+        self._event(during_model, apply)
+
+    @precondition(lambda self: bool(self.talk))
+    @rule(data=st.data(), during_model=st.booleans())
+    def delete(self, data: st.DataObject, during_model: bool) -> None:
+        target = data.draw(st.sampled_from(self.talk))
+
+        def apply() -> None:
+            if target in self.talk:
+                self.talk.remove(target)
+                self.server.world.delete_comment(target)
+
+        self._event(during_model, apply)
+
+    @rule(verb=st.sampled_from(COMMANDS), writer=st.booleans(), during_model=st.booleans())
+    def command(self, verb: str, writer: bool, during_model: bool) -> None:
+        author = "alice" if writer else "bob"
+
+        def apply() -> None:
+            comment = self._add(f"/bot {verb}", author)
+            if writer:
+                self.controls.append((comment.id, verb))
+
+        self._event(during_model, apply)
+
+    @rule(during_model=st.booleans())
+    def close(self, during_model: bool) -> None:
+        def apply() -> None:
+            self._set_state("closed")
+            self.controls.append((self._seq(), "close"))
+
+        self._event(during_model, apply)
+
+    @rule()
+    def reopen_with_trigger(self) -> None:
+        assert self.thread is not None
+        self.controls.append((self._seq(), "reopen"))
+        self._set_state("open")
+        if LABELS.trigger not in self.thread.labels:
+            self.rig.set_labels(self.thread, [*self.thread.labels, LABELS.trigger])
+
+    @rule(
+        tools=st.lists(st.sampled_from(["note", "write"]), max_size=3),
+        end=st.sampled_from(["none", "finish", "answer"]),
+    )
+    def model_turn(self, tools: list[str], end: str) -> None:
+        """The model's next reply: zero to three tool calls, then maybe the final answer."""
+        calls: list[tuple[str, Any]] = [
+            ("post_comment", {"body": f"note-{self._next()}"})
+            if tool == "note"
+            else ("write_file", {"path": "src/app.py", "content": f"print({self._next()})\n"})
+            for tool in tools
+        ]
+        if end == "finish":
+            calls.append(("finish", {"summary": f"final-{self._next()}"}))
+        if calls:
+            self.turns.append({"tool_calls": calls})
+        else:
+            self.turns.append({"content": f"final-{self._next()}"})
+
+    @rule()
+    def restart(self) -> None:
+        """A new process on the same state dir (the old one was stopped or killed)."""
+        if self.daemon is not None:
+            self.daemon.close()
+        self.rig.stop.clear()
+        self.daemon = self.rig.daemon()
+
+    @rule()
+    def poll(self) -> None:
+        assert self.daemon is not None
+        before = self._status()
+        start = self._seq()  # a run that starts in this poll starts here: before any model call
+        self.rig.stop.clear()
+        self.daemon.run_once()
+        state = self._state()
+        if state is None or not state.initialized:
+            return
+        if before is None or before[0] != state.run or before[1] == "new":
+            self.controls.append((start, "run"))  # older commands are history to a new run
+        if state.status is Status.DONE and before != (state.run, "done"):
+            self._all_settled(state)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _add(self, body: str, author: str) -> SComment:
+        assert self.thread is not None
+        world = self.server.world
+        return world.add_comment(
+            self.platform, REPO, self.thread.number, body, author=author, kind="issue"
+        )
+
+    def _set_state(self, state: str) -> None:
+        assert self.thread is not None
+        self.server.world.set_state(self.platform, REPO, self.thread.number, state, kind="issue")
+
+    def _state(self) -> TaskState | None:
+        if self.thread is None:
+            return None
+        return StateStore(self.state_dir).load(self.rig.key(self.thread))
+
+    def _status(self) -> tuple[int, str] | None:
+        state = self._state()
+        if state is None:
+            return None
+        return state.run, state.status.value if state.initialized else "new"
+
+    def _runs(self) -> list[list[dict[str, Any]]]:
+        assert self.thread is not None
+        directory = StateStore(self.state_dir).task_dir(self.rig.key(self.thread))
+        runs = sorted(directory.glob("conversation.run*.jsonl"))
+        return [_entries(p) for p in runs] + [_entries(directory / "conversation.jsonl")]
+
+    def _humans(self) -> list[SComment]:
+        assert self.thread is not None
+        return [c for c in self.thread.comments if c.author.login != "coding-bot"]
+
+    def _settled(self, state: TaskState) -> dict[str, str]:
+        settled = dict(state.seen)
+        for entry in self._runs()[-1]:
+            for ref in entry.get("comments") or []:
+                settled[ref["id"]] = max(settled.get(ref["id"], ""), ref["updated_at"])
+        return settled
+
+    def _all_settled(self, state: TaskState) -> None:
+        """Done: every human comment version on the thread was delivered or skipped."""
+        settled = self._settled(state)
+        for comment in self._humans():
+            cid = comment_id(self.platform, comment.id)
+            version = format_time(comment.updated_at)
+            assert settled.get(cid, "") >= version, f"{cid}@{version} never reached the model"
+
+    # -- invariants -----------------------------------------------------------------------------
+
+    @invariant()
+    def delivered_at_most_once(self) -> None:
+        if self.thread is None:
+            return
+        for entries in self._runs():
+            refs = [
+                (ref["id"], ref["updated_at"]) for e in entries for ref in e.get("comments") or []
+            ]
+            assert len(refs) == len(set(refs)), f"delivered twice: {refs}"
+
+    @invariant()
+    def delivered_talk_reached_the_model(self) -> None:
+        """A delivered batch followed by a model reply was in that call's messages."""
+        if self.thread is None:
+            return
+        shown = self.model.seen_text()
+        for entries in self._runs():
+            for n, entry in enumerate(entries):
+                if entry.get("kind") != "comments":
+                    continue
+                answered = any(e.get("role") == "assistant" for e in entries[n + 1 :])
+                assert not answered or str(entry["content"]) in shown, entry["content"]
+
+    @invariant()
+    def cursor_never_passes_an_unsettled_version(self) -> None:
+        state = self._state()
+        if state is None or not state.initialized or state.status.terminal:
+            return
+        settled = self._settled(state)
+        for comment in self._humans():
+            cid = comment_id(self.platform, comment.id)
+            version = format_time(comment.updated_at)
+            if settled.get(cid, "") < version:
+                since = state.comments_since
+                assert since is None or since <= version, f"cursor {since} passed {cid}@{version}"
+
+    @invariant()
+    def nothing_posted_while_paused_stopped_or_closed(self) -> None:
+        if self.thread is None:
+            return
+        for comment in self.thread.comments:
+            if comment.author.login == "coding-bot" and comment.body.startswith("note-"):
+                mode = _mode_at(self.controls, comment.id)
+                assert mode == "run", f"{comment.body.split()[0]} posted while {mode}"
+
+    @invariant()
+    def nothing_published_while_paused_stopped_or_closed(self) -> None:
+        for request in self.server.world.all_threads():
+            if request.change is not None:  # a pull/merge request the bot opened
+                mode = _mode_at(self.controls, request.id)
+                assert mode == "run", f"change request opened while {mode}"
+
+    @invariant()
+    def no_bot_comment_twice(self) -> None:
+        if self.thread is None:
+            return
+        bot = [c.body for c in self.thread.comments if c.author.login == "coding-bot"]
+        markers = [m.group(0) for body in bot for m in [MARKER.search(body)] if m]
+        assert len(markers) == len(bot) and len(set(markers)) == len(markers), bot
+        notes = [b.split("\n")[0] for b in bot if b.startswith("note-")]
+        assert len(notes) == len(set(notes)), notes
+
+    @invariant()
+    def label_matches_saved_status(self) -> None:
+        state = self._state()
+        if state is None or self.thread is None or not state.initialized:
+            return
+        if state.labels_applied != state.status:
+            return  # owed, and repaired by the next run (the state says so)
+        shown = set(self.thread.labels) & STATUS_LABELS
+        assert shown == {label_for(state.status, LABELS)}, (state.status, self.thread.labels)
+
+
+def _mode_at(controls: list[tuple[int, str]], seq: int) -> str:
+    """What writers and the thread asked for at world sequence `seq`."""
+    mode = "run"
+    for at, event in sorted(controls):
+        if at > seq:
+            break
+        if event == "run":
+            mode = "run"
+        elif event == "close":
+            mode = "closed"
+        elif event == "reopen":
+            mode = "run"
+        elif mode == "closed":
+            continue  # commands on a closed thread start nothing
+        elif event == "stop":
+            mode = "stopped"
+        elif event == "pause" and mode != "stopped":
+            mode = "paused"
+        elif event == "resume":
+            mode = "run"  # also a stopped or finished task: a writer's `/bot resume` hands it back
+    return mode
+
+
+def _entries(path: Path) -> list[dict[str, Any]]:
+    import json
+
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("platform", ["github", "gitlab"])
+@pytest.mark.parametrize("clock", ["step", "same-second"])
+def test_protocol_holds_in_every_order(platform: str, clock: str) -> None:
+    machine = type(
+        f"Protocol_{platform}_{clock}",
+        (Protocol,),
+        {"platform": platform, "step_clock": clock == "step"},
+    )
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=EXAMPLES,
+            stateful_step_count=12,
+            deadline=None,
+            derandomize=EXAMPLES <= 25,  # CI: the same orderings every run
+            suppress_health_check=list(HealthCheck),
+        ),
+    )

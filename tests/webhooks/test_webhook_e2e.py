@@ -1,0 +1,109 @@
+"""Signed deliveries from the emulator drive a task from label to pull/merge request, without
+waiting for a poll: the daemon polls once at start, then only the webhooks can tell it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from bot.daemon import Daemon
+from bot.sandbox.webhook_sender import Target, WebhookSender
+from bot.sandbox.world import SThread
+from bot.state import Status
+from bot.webhooks.factory import build_webhooks
+from tests.conftest import REPO
+from tests.rig import Rig
+from tests.test_agent_e2e import CHANGE, scripted
+
+SECRET = "emulator-webhook-secret"
+HOOKS = f"""
+poll_interval_seconds: 3600
+webhooks: {{listen: "127.0.0.1:0", github_secret: {SECRET}, gitlab_secret: {SECRET}}}
+"""
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def done(rig: Rig, thread: SThread) -> bool:
+    path = rig.state_dir / "tasks"
+    return (
+        path.exists() and any(path.rglob("task.json")) and rig.state(thread).status is Status.DONE
+    )
+
+
+def polls(daemon: Daemon) -> float:
+    return sum(
+        sample.value
+        for metric in daemon.metrics.registry.collect()
+        if metric.name == "bot_polls"
+        for sample in metric.samples
+        if sample.name == "bot_polls_total"
+    )
+
+
+def test_label_to_change_request_by_webhook_alone(rig: Rig) -> None:
+    rig.extra_config = HOOKS
+    rig.model.policy = scripted(*CHANGE)
+    daemon = rig.daemon()
+    hooks = build_webhooks(rig.settings, daemon.request_check)
+    assert hooks is not None
+    hooks.start()
+    sender = WebhookSender(
+        rig.forge.world,
+        {rig.platform: Target(f"{hooks.url}/webhooks/{rig.platform}", SECRET.encode())},
+    )
+    runner = threading.Thread(target=daemon.run_forever)
+    runner.start()
+    try:
+        wait_for(lambda: polls(daemon) == len(daemon.sources))  # the start-up polls happened
+        thread = rig.issue(labels=[], title="Say hello", body="src/app.py should print hello.")
+        rig.set_labels(thread, ["coding agent"])  # a writer labels it: one delivery
+        wait_for(lambda: done(rig, thread))
+        assert sender.statuses and set(sender.statuses) == {202}
+        assert polls(daemon) == len(daemon.sources)  # no poll since: only the delivery told
+
+    finally:
+        rig.stop.set()
+        runner.join(timeout=60)
+        sender.close()
+        hooks.stop()
+        daemon.close()
+    repo = rig.forge.world.repo(rig.platform, REPO)
+    (request,) = [t.change for t in repo.threads.values() if t.change is not None]
+    assert request is not None
+    files = repo.files(request.head)
+    assert files is not None and files["src/app.py"] == b"print('hello')\n"
+
+
+def test_a_forged_delivery_starts_nothing(rig: Rig) -> None:
+    rig.extra_config = HOOKS
+    rig.model.policy = scripted(*CHANGE)
+    daemon = rig.daemon()
+    hooks = build_webhooks(rig.settings, daemon.request_check)
+    assert hooks is not None
+    hooks.start()
+    forged = WebhookSender(
+        rig.forge.world, {rig.platform: Target(f"{hooks.url}/webhooks/{rig.platform}", b"guess")}
+    )
+    runner = threading.Thread(target=daemon.run_forever)
+    runner.start()
+    try:
+        wait_for(lambda: polls(daemon) == len(daemon.sources))
+        thread = rig.issue(labels=[], title="Say hello", body="src/app.py should print hello.")
+        rig.set_labels(thread, ["coding agent"])
+        wait_for(lambda: bool(forged.statuses))
+        time.sleep(1)
+        assert forged.statuses == [401]
+        assert rig.model.requests == [] and not rig.bot_comments(thread)
+    finally:
+        rig.stop.set()
+        runner.join(timeout=60)
+        forged.close()
+        hooks.stop()
+        daemon.close()
