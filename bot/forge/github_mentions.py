@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.forge._util import format_time, parse_time
-from bot.forge.errors import AuthError
+from bot.forge.errors import AuthError, Forbidden
 from bot.forge.mentions import calls_bot
 from bot.forge.types import Comment, Kind, Permission, Platform, TaskKey, TaskSummary, Thread, User
 from bot.log import get_logger
@@ -65,7 +65,7 @@ class GitHubMentions:
         headers = {"If-Modified-Since": self._last_modified} if self._last_modified else {}
         try:
             response_headers, data = self._fetch(params, headers)
-        except AuthError as exc:
+        except (AuthError, Forbidden) as exc:
             if exc.status != 403:
                 raise
             self._told = True  # a token that may not read notifications: stop asking
