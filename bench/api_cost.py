@@ -1,6 +1,11 @@
 """API cost of polling: requests per idle discovery cycle and per unchanged comment check.
 
 Run: .venv/bin/python bench/api_cost.py [--repos 20] [--issues 50] [--comments 1000]
+         [--scale 10,100,1000]
+
+`--scale`: requests per idle discovery cycle (mentions included) at each number of repositories,
+on both forges, listing repository by repository (as before) and across them (search on GitHub,
+group listings on GitLab).
 
 The baseline is the seed design: every cycle lists every open issue of every repository
 without conditional requests, and every comment check fetches the whole comment list.
@@ -10,17 +15,20 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import requests
 
 from bot import log
 from bot.config import LabelSettings
-from bot.forge.factory import watched_labels
+from bot.discovery import discover
+from bot.forge.factory import Source, watched_labels
 from bot.forge.github import GitHubForge
+from bot.forge.gitlab import GitLabForge
 from bot.forge.types import Kind, Platform, TaskKey
 from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.world import StepClock
+from bot.sandbox.world import StepClock, utcnow
 
 TOKEN = "bench-token"
 LABELS = watched_labels(LabelSettings())  # exactly what the daemon watches
@@ -107,13 +115,54 @@ def full_task(naive: bool) -> tuple[int, int]:
         return total, total - server.count(status=304)
 
 
+def scale_cycle(platform: str, repos: int) -> tuple[int, int, int, int]:
+    """(requests, billed) of one idle cycle listing per repository, then across repositories."""
+    with ForgeServer() as server:
+        world = server.world
+        # Idle: nothing changed in the last hour (GitLab's change listings overlap 5 minutes).
+        world.clock = StepClock(utcnow() - timedelta(hours=1), step=0.001)  # type: ignore[method-assign]
+        world.add_user("bot", token=TOKEN)
+        names = [f"org/repo{i}" for i in range(repos)]
+        for i, name in enumerate(names):
+            world.add_repo(platform, name, roles={"alice": "write"})
+            world.add_thread(platform, name, title="idle", labels=["bug"])
+            if i % 10 == 0:
+                world.add_thread(platform, name, title="task", labels=["coding agent"])
+        forge = (
+            GitHubForge(server.url, TOKEN, watch_labels=LABELS, seconds_between_writes=0)
+            if platform == "github"
+            else GitLabForge(server.url, TOKEN, watch_labels=LABELS)
+        )
+        forge.whoami()
+        out: list[int] = []
+        for cross_from in (len(names) + 1, 1):  # per repository, then across
+            source = Source(forge, tuple(names), cross_repo_from=cross_from)
+            for _ in range(2):  # fill the caches (ETags, high-water marks, changes read)
+                discover(source)
+            out.extend(measure(server, lambda source=source: discover(source)))
+        return out[0], out[1], out[2], out[3]
+
+
+def print_scale(sizes: list[int]) -> None:
+    print(f"{'idle cycle':<30} {'per-repo req':>13} {'billed':>7} {'across req':>11} {'billed':>7}")
+    for platform in ("github", "gitlab"):
+        for size in sizes:
+            per_req, per_billed, across_req, across_billed = scale_cycle(platform, size)
+            name = f"{platform}, {size} repositories"
+            print(f"{name:<30} {per_req:>13} {per_billed:>7} {across_req:>11} {across_billed:>7}")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repos", type=int, default=20)
     parser.add_argument("--issues", type=int, default=50)
     parser.add_argument("--comments", type=int, default=1000)
+    parser.add_argument("--scale", default="10,100,1000", help="repository counts, or ''")
     args = parser.parse_args()
     log.configure("error")
+    if args.scale:
+        print_scale([int(n) for n in args.scale.split(",")])
     with ForgeServer() as server:
         names = seed(server, args.repos, args.issues, args.comments)
         forge = GitHubForge(server.url, TOKEN, watch_labels=LABELS, seconds_between_writes=0)

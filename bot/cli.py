@@ -118,7 +118,12 @@ def _context(settings: Settings, ref: str, as_json: bool) -> int:
     except ValueError as exc:
         print(f"bot: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    source = next((s for s in build_sources(settings) if s.forge.platform is key.platform), None)
+    try:
+        sources = build_sources(settings)
+    except ForgeError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    source = next((s for s in sources if s.forge.platform is key.platform), None)
     if source is None:
         print(f"bot: {key.platform.value} is not configured", file=sys.stderr)
         return EXIT_CONFIG
@@ -208,9 +213,10 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
     metrics = Metrics()
     runtime = Runtime.from_environ()
     notifier = Notifier(runtime.notify_socket, runtime.watchdog_usec)
-    sources = build_sources(settings, stop, metrics)
-    daemon = Daemon(settings, sources, build_llm(settings.llm, stop), stop, metrics, notifier)
     try:
+        # A GitHub App's installations are looked up here: errors as for initialize().
+        sources = build_sources(settings, stop, metrics)
+        daemon = Daemon(settings, sources, build_llm(settings.llm, stop), stop, metrics, notifier)
         daemon.initialize()
     except StateError as exc:
         print(f"bot: {exc}", file=sys.stderr)

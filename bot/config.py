@@ -25,6 +25,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -32,7 +33,7 @@ from pydantic import (
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _REPO_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$")
 # Keys whose value is a secret; `<key>_file` is accepted in their place.
-SECRET_KEYS = ("token", "api_key", "github_secret", "gitlab_secret")
+SECRET_KEYS = ("token", "api_key", "private_key", "github_secret", "gitlab_secret")
 
 
 class ConfigError(Exception):
@@ -48,10 +49,22 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class GitHubAppSettings(_Frozen):
+    """Run as a GitHub App: its id and private key (PEM; `private_key_file` reads a file or a
+    systemd credential). Installations: all of the app's, or only those listed."""
+
+    id: int = Field(ge=1)
+    private_key: SecretStr
+    installations: tuple[int, ...] = ()
+
+
 class GitHubSettings(_Frozen):
     api_url: str = "https://api.github.com"
-    token: SecretStr
-    repositories: tuple[str, ...] = Field(min_length=1)
+    app: GitHubAppSettings | None = None  # before `token`: its validator looks at it
+    token: SecretStr | None = Field(default=None, validate_default=True)
+    # With a token: the repositories to watch. As an app: a subset of the installations'
+    # repositories (empty: all of them).
+    repositories: tuple[str, ...] = Field(default=(), validate_default=True)
     # PyGithub throttles writes by default; GitHub asks for about one second between them.
     seconds_between_writes: float = Field(default=1.0, ge=0)
     timeout_seconds: float = Field(default=30.0, gt=0)
@@ -62,6 +75,23 @@ class GitHubSettings(_Frozen):
         for repo in value:
             if not _REPO_PATH.match(repo) or repo.count("/") != 1:
                 raise ValueError(f"{repo!r} is not of the form owner/name")
+        return value
+
+    @field_validator("token")
+    @classmethod
+    def _one_credential(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        has_app = info.data.get("app") is not None
+        if value is None and not has_app:
+            raise ValueError("required key is missing (or configure github.app)")
+        if value is not None and has_app:
+            raise ValueError("give either a token or github.app, not both")
+        return value
+
+    @field_validator("repositories")
+    @classmethod
+    def _some_repository(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        if not value and info.data.get("token") is not None:
+            raise ValueError("should have at least 1 item after validation, not 0")
         return value
 
 
@@ -293,9 +323,11 @@ class Settings(_Frozen):
 
     def secrets(self) -> tuple[str, ...]:
         """Every secret value, for the log redaction processor."""
+        app = self.github.app if self.github else None
         hooks = self.webhooks
         values = [
             self.github.token if self.github else None,
+            app.private_key if app else None,
             self.gitlab.token if self.gitlab else None,
             self.llm.api_key,
             hooks.github_secret if hooks else None,

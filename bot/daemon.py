@@ -202,7 +202,7 @@ class Daemon:
         jobs = plan_jobs(
             result.tasks,
             self.store,
-            saved,
+            [state for state in saved if worker.source.owns(state.task_key())],
             self.settings.labels,
             platform,
             partial(self._handed_back, worker),

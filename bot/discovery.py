@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bot.forge.errors import AuthError, ForgeError, RateLimited
@@ -22,36 +23,97 @@ class DiscoveryResult:
 def discover(source: Source) -> DiscoveryResult:
     """List candidates in every repository of `source`.
 
-    A missing repository or a transient failure costs only that repository this cycle; a rate
-    limit ends the pass for the whole host (every further request would be refused); an
+    With many repositories, one cross-repository listing (search, group listings) replaces the
+    per-repository ones; the repositories it cannot cover, or all of them when it fails, are
+    listed one by one. Threads where a writer mentioned the bot are added (notifications,
+    to-dos). A missing repository or a transient failure costs only that repository this cycle;
+    a rate limit ends the pass for the whole host (every further request would be refused); an
     authentication error is raised, because nothing on this source can work.
     """
     result = DiscoveryResult()
+    repos = list(source.repos)
+    across: Callable[[Sequence[str]], tuple[list[TaskSummary], list[str]]] | None
+    across = getattr(source.forge, "list_tasks_across", None)
+    if across is not None and len(repos) >= source.cross_repo_threshold():
+        try:
+            found, repos = across(source.repos)
+            _found(result, found)
+        except AuthError:
+            raise
+        except RateLimited as exc:
+            _rate_limited(result, source, repos, exc)
+            return result
+        except ForgeError as exc:
+            log.warning(
+                "cross_repo_discovery_failed",
+                platform=source.forge.platform.value,
+                error=str(exc),
+                status=exc.status,
+            )
+    if not _per_repo(result, source, repos):
+        return result
+    _mentions(result, source)
+    return result
+
+
+def _per_repo(result: DiscoveryResult, source: Source, repos: list[str]) -> bool:
     platform = source.forge.platform.value
-    for repo in source.repos:
+    for index, repo in enumerate(repos):
         try:
             found = source.forge.list_tasks(repo)
         except AuthError:
             raise
         except RateLimited as exc:
-            result.retry_after = exc.retry_after
-            result.failed_repos.extend(source.repos[source.repos.index(repo) :])
-            log.warning(
-                "discovery_rate_limited",
-                platform=platform,
-                repo=repo,
-                retry_after=round(exc.retry_after, 1),
-            )
-            break
+            _rate_limited(result, source, repos[index:], exc)
+            return False
         except ForgeError as exc:
             result.failed_repos.append(repo)
             log.error(
                 "discovery_failed", platform=platform, repo=repo, error=str(exc), status=exc.status
             )
             continue
-        for task in found:
-            log.info(
-                "task_discovered", task=str(task.key), title=task.title, labels=sorted(task.labels)
-            )
-        result.tasks.extend(found)
-    return result
+        _found(result, found)
+    return True
+
+
+def _mentions(result: DiscoveryResult, source: Source) -> None:
+    mentioned: Callable[[Sequence[str]], list[TaskSummary]] | None
+    mentioned = getattr(source.forge, "mentioned_tasks", None)
+    if mentioned is None:
+        return
+    try:
+        found = mentioned(source.repos)
+    except AuthError:
+        raise
+    except ForgeError as exc:
+        # The labelled threads were found; a mention is seen next cycle.
+        platform = source.forge.platform.value
+        log.warning("mention_discovery_failed", platform=platform, error=str(exc))
+        return
+    known = {task.key for task in result.tasks}
+    for task in found:
+        log.info("task_mentioned", task=str(task.key), title=task.title)
+        if task.key in known:
+            result.tasks = [t if t.key != task.key else task for t in result.tasks]
+        else:
+            result.tasks.append(task)
+
+
+def _found(result: DiscoveryResult, found: list[TaskSummary]) -> None:
+    for task in found:
+        labels = sorted(task.labels)
+        log.info("task_discovered", task=str(task.key), title=task.title, labels=labels)
+    result.tasks.extend(found)
+
+
+def _rate_limited(
+    result: DiscoveryResult, source: Source, repos: list[str], exc: RateLimited
+) -> None:
+    result.retry_after = exc.retry_after
+    result.failed_repos.extend(repos)
+    log.warning(
+        "discovery_rate_limited",
+        platform=source.forge.platform.value,
+        repo=repos[0] if repos else "",
+        retry_after=round(exc.retry_after, 1),
+    )

@@ -36,8 +36,9 @@ def plan_jobs(
 ) -> list[Job]:
     """The state on disk is the truth; labels say what people want.
 
-    - no state, trigger or processing label, or the bot assigned: start (processing without
-      state: start over; who labelled or assigned it is checked when the task starts);
+    - no state, trigger or processing label, the bot assigned, or a writer's mention: start
+      (processing without state: start over; who labelled or assigned it is checked when the
+      task starts);
     - running (the daemon died or was stopped) or paused: resume / re-check the controls;
     - finished, trigger label added again or `/bot` from a writer (`handed_back`): a new run;
     - finished with a closing comment or label change still owed: finish that;
@@ -97,7 +98,7 @@ def _job_for(
     if state is None:
         wanted = {labels.trigger, labels.processing} & summary.labels
         assigned = bot_login is not None and bot_login in summary.assignees
-        return Job(key, fresh=True) if wanted or assigned else None
+        return Job(key, fresh=True) if wanted or assigned or summary.mentioned else None
     if not state.status.terminal:
         return Job(key, fresh=False)
     if labels.trigger in summary.labels or handed_back(key, state):

@@ -40,6 +40,9 @@ from bot.forge.errors import (
     RateLimited,
     TransientError,
 )
+from bot.forge.github_mentions import GitHubMentions
+from bot.forge.github_search import SEARCH_PER_MINUTE, GitHubSearch
+from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
     BranchHead,
@@ -70,6 +73,7 @@ _ROLE = {
 # GitHub's documented default when a secondary limit comes without retry-after.
 SECONDARY_LIMIT_WAIT = 60.0
 RESET_MARGIN = 0.5
+LABEL_COLOR = "ededed"
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,9 @@ class _Cached:
 
 class GitHubForge:
     platform = Platform.GITHUB
+    # Project by project an idle cycle costs 7 conditional requests per repository; across
+    # them, 2 searches per owner (+1 notifications): across from 3 repositories on.
+    cross_repo_from = 3
 
     def __init__(
         self,
@@ -94,9 +101,14 @@ class GitHubForge:
         policy: RequestPolicy | None = None,
         wall_clock: Callable[[], float] = time.time,
         permission_ttl: float = 600.0,
+        auth: Auth.Auth | None = None,
+        identity: User | None = None,
     ) -> None:
+        # `auth` replaces `token` for a GitHub App installation (tokens minted and refreshed by
+        # PyGithub); `identity` is then the app's bot, since `GET /user` is not available.
+        self._auth = auth or Auth.Token(token)
         self._gh = Github(
-            auth=Auth.Token(token),
+            auth=self._auth,
             base_url=api_url.rstrip("/"),
             timeout=int(timeout),
             retry=None,
@@ -108,18 +120,35 @@ class GitHubForge:
         self._req = self._gh.requester
         self._api = api_url.rstrip("/")
         self._timeout = timeout
-        self._auth_headers = {
-            "Authorization": f"token {token}",
-            "Accept": "application/vnd.github+json",
-            "User-Agent": "coding-agent-bot",
-        }
         self._policy = policy or RequestPolicy(host=api_url)
         self._translate: Callable[[Exception], ForgeError] = partial(_translate, clock=wall_clock)
         self._watch_labels = tuple(watch_labels)
         self._watch_assigned = watch_assigned
         self._etags: LRU[str, _Cached] = LRU(4096)
         self._permissions: TTLCache[tuple[str, str], Permission] = TTLCache(permission_ttl)
-        self._me: User | None = None
+        self._me: User | None = identity
+        self._labels_ready: set[tuple[str, str]] = set()
+        self._search = GitHubSearch(
+            self._conditional_get,
+            _summary,
+            WindowPacer(SEARCH_PER_MINUTE, 60.0, stop=self._policy.stop),
+        )
+        self._mentions = GitHubMentions(
+            self._notifications,
+            self._mark_read,
+            self.get_thread,
+            self.list_comments,
+            self.permission,
+        )
+
+    @property
+    def _auth_headers(self) -> dict[str, str]:
+        # Read at each use: an installation token is refreshed before it expires.
+        return {
+            "Authorization": f"{self._auth.token_type} {self._auth.token}",
+            "Accept": "application/vnd.github+json",
+            "User-Agent": "coding-agent-bot",
+        }
 
     def rate_limit_remaining(self) -> int | None:
         """From the headers of the last response (PyGithub keeps them; no request made)."""
@@ -145,6 +174,33 @@ class GitHubForge:
                 summary = _summary(repo, item)
                 found[summary.key] = summary
         return sorted(found.values(), key=lambda s: s.key)
+
+    def list_tasks_across(self, repos: Sequence[str]) -> tuple[list[TaskSummary], list[str]]:
+        """Candidates in all of `repos` through search (cost per owner, not per repository);
+        the repositories search could not cover, to be listed one by one."""
+        me = self.whoami()
+        assignee = me.login if self._watch_assigned and not me.is_bot else None
+        found = self._search.list_tasks(repos, self._watch_labels, assignee)
+        return found.tasks, found.uncovered
+
+    def mentioned_tasks(self, repos: Sequence[str]) -> list[TaskSummary]:
+        """Open threads of `repos` where a writer mentioned the bot since the last call."""
+        return self._mentions.tasks(repos, self.whoami())
+
+    def _notifications(
+        self, params: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[dict[str, Any], Any]:
+        fetch = partial(self._req.requestJsonAndCheck, "GET", "/notifications", params, headers)
+        response_headers, data = self._policy.call("notifications", fetch, self._translate)
+        return response_headers, data
+
+    def _mark_read(self, thread_id: str) -> None:
+        url = f"/notifications/threads/{quote(thread_id, safe='')}"
+        self._policy.call(
+            "notification_read",
+            partial(self._req.requestJsonAndCheck, "PATCH", url),
+            self._translate,
+        )
 
     # -- threads and comments -----------------------------------------------------------------
 
@@ -294,12 +350,29 @@ class GitHubForge:
     def add_labels(self, key: TaskKey, labels: Sequence[str]) -> None:
         if not labels:
             return
+        self._ensure_labels(key.repo, labels)
         url = f"/repos/{key.repo}/issues/{key.number}/labels"
         self._policy.call(
             "add_labels",
             lambda: self._req.requestJsonAndCheck("POST", url, input={"labels": list(labels)}),
             self._translate,
         )
+
+    def _ensure_labels(self, repo: str, labels: Sequence[str]) -> None:
+        """Create each label in the repository the first time it is used (whatever the token:
+        GitHub creates a missing label on an issue only for some); 422 `already_exists` is
+        the common answer and fine (docs.github.com/rest/issues/labels#create-a-label)."""
+        for name in labels:
+            if (repo, name) in self._labels_ready:
+                continue
+            url = f"/repos/{repo}/labels"
+            body = {"name": name, "color": LABEL_COLOR}
+            try:
+                self._write("create_label", "POST", url, body)
+            except ForgeError as exc:
+                if exc.status not in (403, 422):  # 403: may not create; adding may still work
+                    raise
+            self._labels_ready.add((repo, name))
 
     def remove_labels(self, key: TaskKey, labels: Sequence[str]) -> None:
         for label in labels:
@@ -373,7 +446,10 @@ class GitHubForge:
         # The API answers with a redirect to the archive host (codeload.github.com, or
         # /_codeload/ on a GHES host) whose link carries its own token: ours is never sent there.
         url = f"{self._api}/repos/{repo}/tarball/{quote(sha, safe='')}"
-        fetch = partial(download_redirected, url, self._auth_headers, dest, timeout=self._timeout)
+
+        def fetch() -> None:  # headers read inside: minting a token is a request too
+            download_redirected(url, self._auth_headers, dest, timeout=self._timeout)
+
         self._policy.call("archive", fetch, self._translate)
 
     def commit_files(

@@ -12,6 +12,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -21,6 +22,7 @@ import gitlab
 import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
+from bot.forge import gitlab_discovery
 from bot.forge._util import LRU, TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import (
     AuthError,
@@ -31,6 +33,7 @@ from bot.forge.errors import (
     RateLimited,
     TransientError,
 )
+from bot.forge.mentions import calls_bot
 from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
 from bot.forge.quick_actions import neutralise_payload
@@ -70,6 +73,7 @@ _MENTION = re.compile(r"@([\w.\-]+)")
 CLOCK_SKEW = timedelta(minutes=5)
 DEFAULT_RATE_LIMIT_WAIT = 60.0
 RESET_MARGIN = 0.5
+LABEL_COLOR = "#ededed"
 # GitLab's 400s for a commit that lost a race (Files::MultiService, Gitlab::Git::Index and
 # Commits::CreateService#validate_branch_existence!): read the branch again and retry.
 _MOVED = (
@@ -123,6 +127,9 @@ class _ProjectScan:
 
 class GitLabForge:
     platform = Platform.GITLAB
+    # An idle cycle across projects costs 18 requests (12 label listings, 2 assigned, 2 changed,
+    # 2 to-do lists) per group; project by project, 2 per project (+2): across from 9 on.
+    cross_repo_from = 9
 
     def __init__(
         self,
@@ -157,6 +164,11 @@ class GitLabForge:
         # note id -> (task, discussion id, first note id): notes keep their discussion for life.
         self._threads: LRU[str, tuple[str, str, str]] = LRU(65536)
         self._me: User | None = None
+        self._labels_ready: set[tuple[str, str]] = set()
+        # Open unlabelled threads that changed since the last look, and since when.
+        self._changed: dict[TaskKey, tuple[TaskSummary, datetime]] = {}
+        self._group_high_water: dict[str, datetime] = {}
+        self._checked: LRU[TaskKey, datetime] = LRU(4096)  # thread -> updated_at read
 
     def _call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
         return self._policy.call(operation, fn, self._translate, idempotent=idempotent)
@@ -188,6 +200,55 @@ class GitLabForge:
             self._incremental_scan(repo, scan)
         return sorted(scan.found.values(), key=lambda s: s.key)
 
+    def list_tasks_across(self, repos: Sequence[str]) -> tuple[list[TaskSummary], list[str]]:
+        """Candidates in all of `repos` through group listings (cost per group, not per
+        project); the projects they could not cover, to be listed one by one."""
+        found, uncovered = gitlab_discovery.list_across(
+            self._gl, self._call, _summary, repos, self._watch_labels, self._watch_assigned
+        )
+        self._note_changed_in_groups(repos, uncovered, {t.key for t in found})
+        return found, uncovered
+
+    def _note_changed_in_groups(
+        self, repos: Sequence[str], uncovered: Sequence[str], labelled: set[TaskKey]
+    ) -> None:
+        """Open threads changed since the last cycle, per group (two requests a group): those
+        without a label may hold a `/bot` from a writer."""
+        now = datetime.fromtimestamp(self._wall_clock(), UTC) - CLOCK_SKEW
+        skip = {r.lower() for r in uncovered}
+        for group in sorted({r.split("/")[0] for r in repos if r.lower() not in skip}):
+            since = self._group_high_water.get(group)
+            if since is not None:
+                changed = gitlab_discovery.changed_in_group(
+                    self._gl, self._call, _summary, group, repos, format_time(since)
+                )
+                for item in changed:
+                    if item.key not in labelled:
+                        self._changed[item.key] = (item, since)
+            self._group_high_water[group] = now
+
+    def mentioned_tasks(self, repos: Sequence[str]) -> list[TaskSummary]:
+        """Open threads of `repos` where a writer called the bot: its To-Do items (mentions),
+        and the unlabelled threads that changed with a writer's `/bot` among the new notes."""
+        found = {
+            t.key: t
+            for t in gitlab_discovery.mentioned(
+                self._gl, self._call, _summary, self.permission, repos
+            )
+        }
+        changed, self._changed = self._changed, {}
+        me = self.whoami().login
+        for key, (item, since) in changed.items():
+            if self._checked.get(key) == item.updated_at:
+                continue  # listed again (the listings overlap): its notes were read
+            self._checked.put(key, item.updated_at)
+            if key not in found and any(
+                c.permission.can_write and not c.author_is_bot and calls_bot(c.body, me)
+                for c in self.list_comments(key, since=since)
+            ):
+                found[key] = replace(item, mentioned=True)
+        return sorted(found.values(), key=lambda s: s.key)
+
     def _full_scan(self, repo: str) -> dict[TaskKey, TaskSummary]:
         queries: list[dict[str, Any]] = [{"labels": label} for label in self._watch_labels]
         if self._watch_assigned:
@@ -203,11 +264,14 @@ class GitLabForge:
         changed = self._list_threads(
             repo, state="all", updated_after=format_time(scan.high_water), order_by="updated_at"
         )
+        since = scan.high_water
         for item in changed:
             if self._matches(item):
                 scan.found[item.key] = item
             else:
                 scan.found.pop(item.key, None)
+                if item.is_open:  # may hold a `/bot` from a writer: mentioned_tasks looks
+                    self._changed[item.key] = (item, since)
             scan.high_water = max(scan.high_water, item.updated_at)
 
     def _matches(self, item: TaskSummary) -> bool:
@@ -339,11 +403,30 @@ class GitLabForge:
 
     def add_labels(self, key: TaskKey, labels: Sequence[str]) -> None:
         if labels:
+            self._ensure_labels(key.repo, labels)
             self._update_labels(key, {"add_labels": ",".join(labels)})
 
     def remove_labels(self, key: TaskKey, labels: Sequence[str]) -> None:
         if labels:
             self._update_labels(key, {"remove_labels": ",".join(labels)})
+
+    def _ensure_labels(self, repo: str, labels: Sequence[str]) -> None:
+        """Create each label in the project the first time it is used; 409 `Label already
+        exists` is fine (docs.gitlab.com/api/labels, "Create a new label")."""
+        manager = self._gl.projects.get(repo, lazy=True).labels
+        for name in labels:
+            if (repo, name) in self._labels_ready:
+                continue
+
+            def create(name: str = name) -> None:
+                try:
+                    manager.create({"name": name, "color": LABEL_COLOR})
+                except GitlabError as exc:
+                    if exc.response_code not in (403, 409):  # 403: may not create; adding may work
+                        raise
+
+            self._call("create_label", create, idempotent=False)
+            self._labels_ready.add((repo, name))
 
     def _update_labels(self, key: TaskKey, change: dict[str, str]) -> None:
         manager = self._thread_manager(key)

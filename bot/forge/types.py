@@ -139,6 +139,8 @@ class TaskSummary:
     assignees: frozenset[str]
     updated_at: datetime
     is_open: bool = True
+    # A writer mentioned the bot (or wrote `/bot`) on it: a start even without a label.
+    mentioned: bool = False
 
 
 @dataclass(frozen=True)

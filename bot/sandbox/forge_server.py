@@ -31,11 +31,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from bot.sandbox.world import SCommit, SRepo, SUser, World, tarball
+
+if TYPE_CHECKING:
+    from bot.sandbox import github_app_api, github_discovery_api, gitlab_discovery_api
 
 
 class HttpError(Exception):
@@ -131,7 +135,14 @@ class ForgeServer:
         gitlab_archives_per_minute: int | None = 5,
         gitlab_archive_window: float = 60.0,
     ):
-        from bot.sandbox import github_api, gitlab_api  # routes reference the server
+        from bot.sandbox import (  # routes reference the server
+            github_api,
+            github_app_api,
+            github_discovery_api,
+            gitlab_api,
+            gitlab_discovery_api,
+            mentions,
+        )
 
         if archive_host not in ("codeload", "same"):
             raise ValueError(f"archive_host must be 'codeload' or 'same', not {archive_host!r}")
@@ -154,9 +165,20 @@ class ForgeServer:
         self.gitlab_archives_per_minute = gitlab_archives_per_minute
         self.gitlab_archive_window = gitlab_archive_window
         self._archive_downloads: dict[str, list[float]] = {}
+        # Discovery state (bot/sandbox/mentions.py fills it when a comment mentions a user).
+        self.notifications: dict[str, list[github_discovery_api.SNotification]] = {}
+        self.todos: dict[str, list[gitlab_discovery_api.STodo]] = {}
+        self.notifications_served: dict[str, datetime] = {}  # login -> Last-Modified sent
+        self.repo_labels: dict[str, set[str]] = {}  # labels that exist in a repository
+        self.watchers: dict[str, set[str]] = {}  # GitHub repository -> logins watching it
+        self.labels_created: list[tuple[str, str, str]] = []  # (platform, repo, name)
+        self.github_app: github_app_api.AppEmulator | None = None  # see serve_github_app
+        mentions.watch(self)
         self.routes: dict[str, list[Route]] = {
-            "github": github_api.routes(self),
-            "gitlab": gitlab_api.routes(self),
+            "github": github_api.routes(self)
+            + github_discovery_api.routes(self)
+            + github_app_api.routes(self),
+            "gitlab": gitlab_api.routes(self) + gitlab_discovery_api.routes(self),
             "codeload": github_api.codeload_routes(self),
         }
         self._httpd = _QuietServer((host, port), _make_handler(self, "api"))
@@ -201,6 +223,17 @@ class ForgeServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def serve_github_app(self, slug: str, **options: Any) -> github_app_api.AppEmulator:
+        """Serve a GitHub App named `slug` (its key pair is generated); see github_app_api."""
+        from bot.sandbox import github_app_api
+
+        self.github_app = github_app_api.AppEmulator(self.world, slug, **options)
+        return self.github_app
+
+    def github_visible(self, request: Request, repo: SRepo) -> bool:
+        """Whether the caller may see `repo` (an installation token sees its repositories)."""
+        return self.github_app is None or self.github_app.may_see(request, repo.path)
 
     # -- scripting ----------------------------------------------------------------------------
 
@@ -501,6 +534,8 @@ def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler
             else:
                 token = self._token(platform)
                 user = server.world.user_by_token(token) if token else None
+                if user is None and token and platform == "github" and server.github_app:
+                    user = server.github_app.user_for(token, path)  # a JWT or an app token
             if user is None:
                 message = "Bad credentials" if platform == "github" else "401 Unauthorized"
                 return Response(401, {"message": message})

@@ -333,6 +333,8 @@ class World:
         self.users: dict[str, SUser] = {}
         self.repos: dict[tuple[str, str], SRepo] = {}
         self._ids = itertools.count(1001)
+        # Called after every new comment (API or seeded): the emulator's notifications and to-dos.
+        self.comment_hooks: list[Callable[[SRepo, SThread, SComment], None]] = []
         # Called (under the world lock) after a person or the bot changed a thread: the webhook
         # sender turns these into deliveries. (platform, repo path, thread, what, actor login)
         self.listeners: list[Callable[[str, str, SThread, str, str], None]] = []
@@ -475,6 +477,8 @@ class World:
             comment = SComment(self.next_id(), self.user(author), body, now, now, system, review)
             thread.comments.append(comment)
             thread.updated_at = now
+            for hook in self.comment_hooks:
+                hook(self.repo(platform, path), thread, comment)
             if not system:
                 self._changed(platform, path, thread, "comment", author)
             return comment

@@ -1,0 +1,29 @@
+"""Whether a text calls the bot: `@login` anywhere (an app's bot `slug[bot]` is mentioned as
+`@slug`), or a `/bot` command (`/bot`, `/bot start`, `/bot resume`) on its first non-empty line,
+the grammar of `bot.controls.parse_command`."""
+
+from __future__ import annotations
+
+import re
+
+_START = re.compile(r"^\s*/bot(?:\s+(?:start|resume))?\s*$", re.IGNORECASE)
+
+
+def mention_pattern(login: str) -> re.Pattern[str]:
+    name = login.removesuffix("[bot]")
+    return re.compile(rf"(?<![\w`/])@{re.escape(name)}(?:\[bot\])?(?![\w-])", re.IGNORECASE)
+
+
+def mentions(text: str, login: str) -> bool:
+    return mention_pattern(login).search(text or "") is not None
+
+
+def starts_bot(text: str) -> bool:
+    for line in (text or "").splitlines():
+        if line.strip():
+            return _START.match(line) is not None
+    return False
+
+
+def calls_bot(text: str, login: str) -> bool:
+    return mentions(text, login) or starts_bot(text)

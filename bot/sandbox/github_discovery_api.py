@@ -1,0 +1,190 @@
+"""GitHub discovery endpoints: issue search, notifications, repository labels.
+
+Search (docs.github.com/rest/search/search#search-issues-and-pull-requests): `q` holds
+qualifiers; `label:"a","b"` matches any listed label, several `user:`/`org:`/`repo:` qualifiers
+match any of them; a query longer than 256 characters is refused with 422; the answer is
+`{total_count, incomplete_results, items}`; the endpoint has its own limit of 30 requests a
+minute (answered with 403 and `x-ratelimit-resource: search` when exceeded).
+
+Notifications (docs.github.com/rest/activity/notifications): threads where the user was
+mentioned carry reason `mention`; `participating=true` keeps only those the user takes part in;
+`since` filters by `updated_at`; the answer carries `Last-Modified` and a request whose
+`If-Modified-Since` is not older gets 304 (a notification that arrives within the second of a
+Last-Modified already sent is dated the next second, so that the list's date moves on);
+`PATCH /notifications/threads/{id}` marks one read.
+Installation tokens of GitHub Apps get 403 here ("Resource not accessible by integration").
+
+Labels (docs.github.com/rest/issues/labels#create-a-label): 201, or 422 with code
+`already_exists`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import format_datetime, parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
+
+from bot.sandbox.forge_server import HttpError, Request, Response, Route, paginate
+from bot.sandbox.github_api import issue_json, label_json, repo_json
+from bot.sandbox.world import SRepo, SThread
+
+if TYPE_CHECKING:
+    from bot.sandbox.forge_server import ForgeServer
+
+_TERM = re.compile(r'(-?)(\w+):((?:"[^"]*"|[^\s,"]+)(?:,(?:"[^"]*"|[^\s,"]+))*)|(\S+)')
+SEARCH_PER_MINUTE = 30
+
+
+@dataclass
+class SNotification:
+    id: int
+    repo: SRepo
+    thread: SThread
+    reason: str
+    updated_at: datetime
+    unread: bool = True
+
+
+def parse_query(query: str) -> dict[str, list[str]]:
+    terms: dict[str, list[str]] = {}
+    for match in _TERM.finditer(query):
+        if match.group(4):
+            terms.setdefault("text", []).append(match.group(4))
+            continue
+        values = [v.strip('"') for v in re.findall(r'"[^"]*"|[^,]+', match.group(3))]
+        terms.setdefault(match.group(1) + match.group(2).lower(), []).extend(values)
+    return terms
+
+
+def _matches(repo: SRepo, thread: SThread, terms: dict[str, list[str]]) -> bool:
+    for value in terms.get("is", []):
+        if value in ("open", "closed") and thread.state != value:
+            return False
+        if value in ("issue", "pr") and (thread.kind == "pull") != (value == "pr"):
+            return False
+    owners = terms.get("user", []) + terms.get("org", [])
+    scopes = [o.lower() for o in owners]
+    repos = [r.lower() for r in terms.get("repo", [])]
+    if (scopes or repos) and not (repo.owner.login.lower() in scopes or repo.path.lower() in repos):
+        return False
+    labels = terms.get("label")
+    if labels is not None and not set(labels) & set(thread.labels):
+        return False
+    assignee = terms.get("assignee")
+    return not (assignee and assignee[0] not in [a.login for a in thread.assignees])
+
+
+def routes(server: ForgeServer) -> list[Route]:
+    world = server.world
+    searches: dict[str, list[float]] = {}
+
+    def search_issues(req: Request, m: re.Match[str]) -> Response:
+        query = req.query.get("q", "")
+        if not query or len(query) > 256:
+            raise HttpError(422, "Validation Failed")
+        assert req.user is not None
+        now = time.monotonic()
+        recent = [t for t in searches.get(req.user.login, []) if now - t < 60]
+        if len(recent) >= SEARCH_PER_MINUTE:
+            reset = str(int(time.time() + 60 - (now - recent[0])) + 1)
+            headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset}
+            headers["x-ratelimit-resource"] = "search"
+            raise HttpError(403, "API rate limit exceeded for search.", headers)
+        searches[req.user.login] = [*recent, now]
+        terms = parse_query(query)
+        items = [
+            issue_json(req.base_url, repo, thread)
+            for repo in world.repos.values()
+            if repo.platform == "github" and server.github_visible(req, repo)
+            for thread in sorted(repo.threads.values(), key=lambda t: -t.updated_at.timestamp())
+            if _matches(repo, thread, terms)
+        ]
+        page, headers = paginate(req, items)
+        body = {"total_count": len(items), "incomplete_results": False, "items": page}
+        return Response(body=body, headers=headers)
+
+    def list_notifications(req: Request, m: re.Match[str]) -> Response:
+        assert req.user is not None
+        if server.github_app is not None and server.github_app.is_installation(req):
+            raise HttpError(403, "Resource not accessible by integration")
+        notes = server.notifications.get(req.user.login, [])
+        participating = req.query.get("participating") == "true"
+        since = req.query.get("since")
+        chosen = [
+            n
+            for n in sorted(notes, key=lambda n: n.updated_at, reverse=True)
+            if n.unread
+            and (not participating or n.reason in ("mention", "author", "comment", "assign"))
+            and (not since or n.updated_at >= _parse(since))
+        ]
+        newest = max((n.updated_at for n in notes), default=datetime.fromtimestamp(0, UTC))
+        server.notifications_served[req.user.login] = newest
+        modified = format_datetime(newest, usegmt=True)
+        asked = req.headers.get("If-Modified-Since")
+        if asked and parsedate_to_datetime(asked) >= newest:
+            return Response(304, None, {"Last-Modified": modified})
+        body = [notification_json(req.base_url, n) for n in chosen]
+        return Response(body=body, headers={"Last-Modified": modified, "X-Poll-Interval": "60"})
+
+    def mark_read(req: Request, m: re.Match[str]) -> Response:
+        assert req.user is not None
+        for note in server.notifications.get(req.user.login, []):
+            if note.id == int(m["id"]):
+                note.unread = False
+                return Response(205, None)
+        raise HttpError(404, "Not Found")
+
+    def create_label(req: Request, m: re.Match[str]) -> Response:
+        repo = world.repos.get(("github", f"{m['owner']}/{m['name']}"))
+        if repo is None:
+            raise HttpError(404, "Not Found")
+        name = str((req.body or {}).get("name") or "")
+        if not name:
+            raise HttpError(422, "Validation Failed")
+        if name in server.repo_labels.setdefault(f"github:{repo.path}", set()):
+            error = {"resource": "Label", "code": "already_exists", "field": "name"}
+            return Response(422, {"message": "Validation Failed", "errors": [error]})
+        server.repo_labels[f"github:{repo.path}"].add(name)
+        server.labels_created.append(("github", repo.path, name))
+        return Response(201, label_json(req.base_url, repo, name))
+
+    table: list[tuple[str, str, Any]] = [
+        ("GET", r"/search/issues", search_issues),
+        ("GET", r"/notifications", list_notifications),
+        ("PATCH", r"/notifications/threads/(?P<id>\d+)", mark_read),
+        ("POST", r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)/labels", create_label),
+    ]
+    return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]
+
+
+def _parse(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise HttpError(422, f"invalid since {value!r}") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def notification_json(base: str, note: SNotification) -> dict[str, Any]:
+    thread = note.thread
+    section = "pulls" if thread.kind == "pull" else "issues"
+    subject_url = f"{base}/repos/{note.repo.path}/{section}/{thread.number}"
+    return {
+        "id": str(note.id),
+        "repository": repo_json(base, note.repo),
+        "subject": {
+            "title": thread.title,
+            "url": subject_url,
+            "latest_comment_url": subject_url,
+            "type": "PullRequest" if thread.kind == "pull" else "Issue",
+        },
+        "reason": note.reason,
+        "unread": note.unread,
+        "updated_at": note.updated_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "last_read_at": None,
+        "url": f"{base}/notifications/threads/{note.id}",
+        "subscription_url": f"{base}/notifications/threads/{note.id}/subscription",
+    }
