@@ -23,6 +23,7 @@ from bot.discovery import discover
 from bot.dispatch import Job, plan_jobs
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import Source
+from bot.forge.mentions import calls_bot
 from bot.forge.types import TaskKey, TaskSummary
 from bot.health import HeartbeatWriter
 from bot.jail.factory import build_jail
@@ -232,6 +233,11 @@ class Daemon:
         except ForgeError as exc:
             log.warning("thread_check_failed", task=str(key), error=str(exc))
             return True
+        try:
+            saved = self.store.load(key)
+        except StateError as exc:
+            log.error("state_unreadable", task=str(key), error=str(exc))
+            return True
         summary = TaskSummary(
             key,
             thread.title,
@@ -239,12 +245,8 @@ class Daemon:
             thread.assignees,
             thread.updated_at,
             is_open=thread.state in ("open", "opened"),
+            mentioned=saved is None and self._called_by_writer(worker, key),
         )
-        try:
-            saved = self.store.load(key)
-        except StateError as exc:
-            log.error("state_unreadable", task=str(key), error=str(exc))
-            return True
         jobs = plan_jobs(
             [summary],
             self.store,
@@ -260,6 +262,22 @@ class Daemon:
         for job in jobs:
             self._submit(worker, job)
         return True
+
+    def _called_by_writer(self, worker: _Worker, key: TaskKey) -> bool:
+        """A writer's `@bot` or `/bot` in the thread: the delivery may be that comment (the only
+        way an app, which cannot read notifications, hears a mention)."""
+        me = worker.runner.deps.identity.login
+        trust = Trust.from_settings(self.settings.access)
+        try:
+            comments = worker.source.forge.list_comments(key)
+        except ForgeError as exc:
+            log.warning("thread_check_failed", task=str(key), error=str(exc))
+            return False
+        return any(
+            calls_bot(c.body, me) and trust.trusted(c)
+            for c in comments
+            if not (c.author_is_bot or c.is_system)
+        )
 
     def _worker_for(self, key: TaskKey) -> _Worker | None:
         for worker in self._workers:

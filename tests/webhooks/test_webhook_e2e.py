@@ -107,3 +107,31 @@ def test_a_forged_delivery_starts_nothing(rig: Rig) -> None:
         forged.close()
         hooks.stop()
         daemon.close()
+
+
+def test_a_writers_mention_on_an_unlabelled_thread_starts_by_webhook(rig: Rig) -> None:
+    rig.extra_config = HOOKS
+    rig.model.policy = scripted(*CHANGE)
+    daemon = rig.daemon()
+    hooks = build_webhooks(rig.settings, daemon.request_check)
+    assert hooks is not None
+    hooks.start()
+    target = Target(f"{hooks.url}/webhooks/{rig.platform}", SECRET.encode())
+    sender = WebhookSender(rig.forge.world, {rig.platform: target})
+    runner = threading.Thread(target=daemon.run_forever)
+    runner.start()
+    try:
+        wait_for(lambda: polls(daemon) == len(daemon.sources))
+        ignored = rig.issue(labels=[], title="Not me", body="src/app.py should print hello.")
+        rig.comment(ignored, "@coding-bot please do it", author="bob")  # bob can only read
+        thread = rig.issue(labels=[], title="Say hello", body="src/app.py should print hello.")
+        rig.comment(thread, "@coding-bot could you take this?")  # alice can write
+        wait_for(lambda: done(rig, thread))
+        assert polls(daemon) == len(daemon.sources)  # the deliveries alone told it
+        assert not rig.bot_comments(ignored) and not ignored.labels  # a reader cannot start it
+    finally:
+        rig.stop.set()
+        runner.join(timeout=60)
+        sender.close()
+        hooks.stop()
+        daemon.close()
