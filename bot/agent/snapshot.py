@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from bot.forge.base import Forge
 from bot.log import get_logger
+from bot.walk import walk
 
 log = get_logger(__name__)
 COMPLETE = ".snapshot-complete"
@@ -414,8 +415,8 @@ def read_index(root: Path) -> list[tuple[str, int]]:
 
 def _walk(root: Path) -> Iterator[tuple[str, int]]:
     internal = {COMPLETE, SKIPPED, META, INDEX, f"{INDEX}.tmp"}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+    for dirpath, dirnames, filenames in walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
         base = os.path.relpath(dirpath, root)
         for name in sorted(filenames):
             rel = name if base == "." else f"{base}/{name}"

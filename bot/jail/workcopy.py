@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pathlib import Path, PurePosixPath
 import pathspec
 
 from bot.agent.snapshot import COMPLETE, INDEX, META, SKIPPED
+from bot.walk import walk
 
 HIDDEN = {COMPLETE, SKIPPED, META, INDEX}
 MAX_FOLD_BYTES = 1024 * 1024  # one file; larger ones are reported, not folded
@@ -91,10 +93,12 @@ class WorkCopy:
         return copy
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-        if self._on_remove is not None:
-            self._on_remove()
-            self._on_remove = None
+        try:
+            _remove_tree(self.root)
+        finally:
+            if self._on_remove is not None:  # the uid goes back to the pool whatever happened
+                self._on_remove()
+                self._on_remove = None
 
     def sync(self, changes: Mapping[str, str | None]) -> None:
         """Bring the copy up to the changeset (edits made by tools since the last command)."""
@@ -191,11 +195,15 @@ class WorkCopy:
         return current / PurePosixPath(rel).name
 
     def _scan(self, skipped: list[str] | None = None) -> Iterator[tuple[str, Signature]]:
-        for dirpath, dirnames, filenames in os.walk(self.root):  # never follows links
+        for dirpath, dirnames, filenames in walk(self.root, skipped):  # never follows links
             base = PurePosixPath(Path(dirpath).relative_to(self.root))
             dirnames[:] = [d for d in dirnames if not self._ignore.match_file(f"{base / d}/")]
             for name in filenames:
                 rel = str(base / name) if str(base) != "." else name
+                if not _clean_name(rel):
+                    if skipped is not None:
+                        skipped.append(f"{rel!r}: not a UTF-8 file name without control characters")
+                    continue
                 info = os.lstat(os.path.join(dirpath, name))
                 if stat.S_ISREG(info.st_mode):
                     yield rel, (info.st_size, info.st_mtime_ns, info.st_ino)
@@ -214,7 +222,7 @@ class WorkCopy:
         if self.owner is None:
             return
         os.lchown(self.root, *self.owner)
-        for dirpath, dirnames, filenames in os.walk(self.root):
+        for dirpath, dirnames, filenames in walk(self.root):
             for name in dirnames + filenames:
                 os.lchown(os.path.join(dirpath, name), *self.owner)
 
@@ -223,6 +231,21 @@ class WorkCopy:
             os.lchown(path, *self.owner)
             for parent in path.relative_to(self.root).parents:
                 os.lchown(self.root / parent, *self.owner)
+
+
+def _remove_tree(root: Path) -> None:
+    try:
+        shutil.rmtree(root, ignore_errors=True)
+    except RecursionError:  # a tree deeper than Python's recursion limit
+        subprocess.run(["rm", "-rf", "--", str(root)], check=False)
+
+
+def _clean_name(rel: str) -> bool:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not any(ord(ch) < 32 or ord(ch) == 127 for ch in rel)
 
 
 def _hidden(directory: str, names: list[str]) -> set[str]:

@@ -82,7 +82,13 @@ class WebhookSender:
 
 
 def _github(path: str, thread: SThread, what: str, actor: str) -> tuple[str, dict[str, Any]]:
-    number = {"number": thread.number, "title": thread.title, "state": thread.state}
+    number = {
+        "number": thread.number,
+        "title": thread.title,
+        "state": thread.state,
+        "labels": [{"name": name} for name in thread.labels],
+        "updated_at": thread.updated_at.isoformat(),
+    }
     base: dict[str, Any] = {"repository": {"full_name": path}, "sender": {"login": actor}}
     if what == "comment":
         issue = {**number, **({"pull_request": {"url": ""}} if thread.kind == "pull" else {})}
@@ -104,7 +110,12 @@ def _github(path: str, thread: SThread, what: str, actor: str) -> tuple[str, dic
 def _gitlab(path: str, thread: SThread, what: str) -> tuple[str, dict[str, Any]]:
     project = {"path_with_namespace": path}
     mr = thread.kind == "mr"
-    iid = {"iid": thread.number, "title": thread.title}
+    iid = {
+        "iid": thread.number,
+        "title": thread.title,
+        "updated_at": thread.updated_at.isoformat(),
+        "labels": [{"title": name} for name in thread.labels],
+    }
     if what == "comment":
         noteable = "MergeRequest" if mr else "Issue"
         return "Note Hook", {

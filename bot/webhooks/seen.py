@@ -24,15 +24,20 @@ class SeenDeliveries:
 
     def add(self, delivery: str) -> bool:
         """Record `delivery`; False when it was seen before (a replay)."""
+        return self.add_all(delivery)
+
+    def add_all(self, *keys: str) -> bool:
+        """Record every key; False (and nothing recorded) when any was seen before."""
         with self._lock:
-            if delivery in self._ids:
+            if any(key in self._ids for key in keys):
                 return False
-            self._ids[delivery] = None
+            for key in keys:
+                self._ids[key] = None
             while len(self._ids) > self._capacity:
                 self._ids.popitem(last=False)
             if self._path is not None:
                 with open(self._path, "a", encoding="utf-8") as handle:
-                    handle.write(delivery + "\n")
+                    handle.write("".join(key + "\n" for key in keys))
             return True
 
     def _load(self, path: Path) -> None:

@@ -8,6 +8,7 @@ enter the replay memory, so forged ones cannot evict real ones.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import Counter
@@ -87,7 +88,10 @@ class WebhookApp:
             payload = json.loads(body)
         except ValueError:
             return Rejection.MALFORMED
-        if not self.seen.add(delivery):
+        # GitHub signs the body, not the delivery id: a captured delivery sent again under a
+        # new id has the same body, so the body's digest is remembered as well as the id.
+        digest = "sha256:" + hashlib.sha256(platform.value.encode() + b"\0" + body).hexdigest()
+        if not self.seen.add_all(delivery, digest):
             return Rejection.REPLAYED
         key = thread_of(platform, environ.get("HTTP_X_GITHUB_EVENT", ""), payload)
         if key is None:
@@ -118,6 +122,10 @@ class WebhookServer:
             # itself (uncounted), below that the app refuses and counts it.
             max_request_body_size=app.max_body * 4,
             ident="coding-agent-bot",
+            # Idle or trickling connections are dropped after 10 s (waitress keeps them 120 s
+            # by default), so a client holding many open cannot lock real deliveries out.
+            channel_timeout=10,
+            connection_limit=500,
         )
         self._thread: threading.Thread | None = None
 

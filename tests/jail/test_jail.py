@@ -298,3 +298,24 @@ def test_a_repository_link_pointing_outside_leads_nowhere(
     assert "host secret" not in output and "No such file" in output
     assert output.split()[-1] == "exec"  # the executable bit came along
     assert fold.changes == {} and fold.skipped == []  # the repository's own links are no change
+
+
+def test_a_tree_deeper_than_pythons_recursion_limit(snapshot: Path) -> None:
+    """Found by the attack review: os.walk and rmtree recursed into a RecursionError, the
+    working copy and its uid were never given back."""
+    jail = Jail(limits=small_limits())
+    work = jail.work_copy(snapshot, {})
+    result = jail.run(
+        "python3 -c \"import os\nfor i in range(3000):\n os.mkdir('d'); os.chdir('d')\"; "
+        "printf x > \"$(printf 'bad\\377name')\"",
+        work,
+    )
+    assert result.ok, text(result)
+    fold = work.collect({})
+    assert fold.changes == {}
+    assert any("deeper than" in s for s in fold.skipped)
+    assert any("not a UTF-8 file name" in s for s in fold.skipped)
+    work.sync({"src/app.py": "x = 2\n"})
+    root = work.root
+    work.remove()
+    assert not root.exists()

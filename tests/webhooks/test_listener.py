@@ -146,3 +146,12 @@ def test_replays_are_refused_after_a_restart(tmp_path: Path) -> None:
 def test_unknown_paths_and_methods(listener: Listener) -> None:
     assert requests.post(f"{listener.server.url}/webhooks/bitbucket", data=b"{}").status_code == 404
     assert requests.get(f"{listener.server.url}/webhooks/github").status_code == 405
+
+
+def test_a_captured_delivery_sent_again_under_a_new_id_is_a_replay(listener: Listener) -> None:
+    """The signature covers the body only: a new X-GitHub-Delivery must not make it fresh
+    (found by the attack review)."""
+    payload = {"issue": {"number": 8}, "repository": REPO}
+    assert listener.github("issues", payload).status_code == 202
+    assert listener.github("issues", payload).status_code == 409  # same body, new id
+    assert listener.checked == [TaskKey(Platform.GITHUB, "acme/app", Kind.ISSUE, 8)]
