@@ -15,7 +15,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.agent.snapshot import write_index
+from bot.agent.snapshot import cached_trees, snapshot_trees, write_index
 from bot.agent.workspace import Workspace
 from bot.comments import NewComment
 from bot.context.engine import initial_context
@@ -89,7 +89,8 @@ def main() -> None:
         started = time.perf_counter()
         opening = initial_context(thread, comments, Workspace(root, {}), counter, args.budget)
         unindexed = time.perf_counter() - started  # a snapshot cached before the index: a walk
-        write_index(root)  # what extraction does once per snapshot
+        entries = write_index(root)  # what extraction does once per snapshot: the file index
+        cached_trees(root, lambda: snapshot_trees([path for path, _ in entries]))  # and trees
         timings = []
         for _ in range(5):
             started = time.perf_counter()

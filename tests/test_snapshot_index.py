@@ -69,3 +69,20 @@ def test_tree_text() -> None:
     paths = ["README.md", "src/app.py", "src/pkg/a.py", "src/pkg/deep/b.py", "docs/x.md"]
     assert tree(paths, 2) == "docs/\n  x.md\nsrc/\n  pkg/\n  app.py\nREADME.md"
     assert tree(paths, 1) == "docs/\nsrc/\nREADME.md"
+
+
+def test_trees_come_from_the_snapshot_cache_unless_the_changes_add_or_delete_files(
+    tmp_path: Path,
+) -> None:
+    from bot.agent.snapshot import TREES
+    from bot.context.engine import _trees
+
+    _tree(tmp_path)
+    write_index(tmp_path)
+    edited = Workspace(tmp_path, {"README.md": "# r2\n"})
+    first = _trees(edited, [e.path for e in edited.files()])
+    assert (tmp_path / TREES).exists() and "src/" in first["3"]
+    added = Workspace(tmp_path, {"tools/new.py": "x\n"})
+    assert "tools/" in _trees(added, [e.path for e in added.files()])["3"]  # not the cache
+    gone = Workspace(tmp_path, {"src/b.py": None})
+    assert "b.py" not in _trees(gone, [e.path for e in gone.files()])["3"]

@@ -22,7 +22,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -36,6 +36,9 @@ SKIPPED = ".snapshot-skipped"
 META = ".snapshot-meta.json"
 # Every extracted file with its size, in walk order: listing a 50,000-file snapshot is one read.
 INDEX = ".snapshot-index.json"
+# Renderings that depend only on the snapshot's paths (the directory trees), made once.
+TREES = ".snapshot-trees.json"
+TREES_VERSION = 1  # bump when the rendering changes: older caches are then recomputed
 EXECUTABLE, SYMLINK = "100755", "120000"
 
 
@@ -78,7 +81,8 @@ def _download(forge: Forge, repo: str, sha: str, cache: Path, target: Path, limi
         forge.download_archive(repo, sha, archive)
         skipped = extract(archive, work, limits)
         (work / SKIPPED).write_text("\n".join(skipped), encoding="utf-8")
-        write_index(work)
+        entries = write_index(work)
+        cached_trees(work, lambda: snapshot_trees([path for path, _size in entries]))
         (work / COMPLETE).write_text(sha, encoding="utf-8")
         if target.exists():  # a concurrent or interrupted attempt: replace it
             shutil.rmtree(target)
@@ -414,7 +418,7 @@ def read_index(root: Path) -> list[tuple[str, int]]:
 
 
 def _walk(root: Path) -> Iterator[tuple[str, int]]:
-    internal = {COMPLETE, SKIPPED, META, INDEX, f"{INDEX}.tmp"}
+    internal = {COMPLETE, SKIPPED, META, INDEX, f"{INDEX}.tmp", TREES, f"{TREES}.tmp"}
     for dirpath, dirnames, filenames in walk(root):
         dirnames[:] = [d for d in dirnames if d != ".git"]
         base = os.path.relpath(dirpath, root)
@@ -424,3 +428,28 @@ def _walk(root: Path) -> Iterator[tuple[str, int]]:
                 continue
             info = os.lstat(os.path.join(dirpath, name))
             yield rel, info.st_size
+
+
+def cached_trees(root: Path, compute: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """Texts computed from the snapshot's paths alone, kept beside it after the first time."""
+    path = root / TREES
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and data.get("version") == TREES_VERSION:
+            return {str(k): str(v) for k, v in data["texts"].items()}
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    texts = compute()
+    with contextlib.suppress(OSError):  # a read-only cache only costs the recomputation
+        tmp = root / f"{TREES}.tmp"
+        tmp.write_text(json.dumps({"version": TREES_VERSION, "texts": texts}), encoding="utf-8")
+        os.replace(tmp, path)
+    return texts
+
+
+def snapshot_trees(paths: list[str]) -> dict[str, str]:
+    """The directory trees the opening context shows (3 levels, and 1 as its summary)."""
+    from bot.context.render import render_tree, tree_children  # rendering belongs to context
+
+    children = tree_children(paths, 3)  # one pass serves both depths
+    return {"3": render_tree(children, 3), "1": render_tree(children, 1)}

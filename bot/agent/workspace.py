@@ -13,11 +13,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
 from bot.agent.protected import DEFAULT_GUARD, PathGuard
-from bot.agent.snapshot import COMPLETE, INDEX, META, SKIPPED, read_index
+from bot.agent.snapshot import COMPLETE, INDEX, META, SKIPPED, TREES, read_index
 
 MAX_WRITE_BYTES = 1024 * 1024
 MAX_CHANGESET_BYTES = 8 * 1024 * 1024
-HIDDEN = {COMPLETE, SKIPPED, META, INDEX}
+HIDDEN = {COMPLETE, SKIPPED, META, INDEX, TREES}
 REGULAR = "100644"
 
 
@@ -99,6 +99,14 @@ class Workspace:
             hint = " (it is a directory; use list_files)" if disk.is_dir() else ""
             raise WorkspaceError(f"error: no file {rel!r}{hint}")
         return disk.read_bytes()
+
+    def same_paths_as_snapshot(self) -> bool:
+        """Whether the changeset only edits files the snapshot has (no file added or deleted):
+        then anything computed from the snapshot's paths holds for the workspace too."""
+        return all(
+            content is not None and self.exists_in_snapshot(path) and not self.left_out(path)
+            for path, content in self.changes.items()
+        )
 
     def read_listed(self, rel: str) -> bytes | None:
         """A file named by `files()` (so already a clean relative path of the snapshot, where

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bot.agent.snapshot import cached_trees, snapshot_trees
 from bot.agent.workspace import Workspace, WorkspaceError, is_binary
 from bot.comments import NewComment
 from bot.context.budget import close_fences, fence_for, shorten_list, truncate
@@ -25,10 +26,8 @@ from bot.context.render import (
     named_paths,
     outline,
     quote,
-    render_tree,
     snippet,
     thread_header,
-    tree_children,
 )
 from bot.context.tokens import TokenCounter
 from bot.forge.types import Thread
@@ -196,13 +195,13 @@ def _repository_candidates(workspace: Workspace, people_text: str) -> list[Candi
     entries = list(workspace.files())
     paths = [e.path for e in entries]
     known = set(paths)
-    children = tree_children(paths, 3)  # one pass serves both depths
+    trees = _trees(workspace, paths)
     out = [
         Candidate(
             "directory tree",
             "repository",
-            "## Repository tree\n" + render_tree(children, 3),
-            "## Repository tree\n" + render_tree(children, 1),
+            "## Repository tree\n" + trees["3"],
+            "## Repository tree\n" + trees["1"],
             Reason.REPOSITORY,
             rank=1150,
             prefer_summary=len(paths) > 200,
@@ -287,6 +286,12 @@ def _file_candidate(
         rank=rank,
         prefer_summary=prefer_summary,
     )
+
+
+def _trees(workspace: Workspace, paths: Sequence[str]) -> dict[str, str]:
+    if workspace.same_paths_as_snapshot():  # the usual opening: made when it was extracted
+        return cached_trees(workspace.snapshot_root(), lambda: snapshot_trees(list(paths)))
+    return snapshot_trees(list(paths))
 
 
 def _search_hits(
