@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from bot.daemon import Daemon
 from bot.sandbox.webhook_sender import Target, WebhookSender
@@ -47,33 +48,38 @@ def polls(daemon: Daemon) -> float:
     )
 
 
-def test_label_to_change_request_by_webhook_alone(rig: Rig) -> None:
+@contextmanager
+def running(rig: Rig, secret: bytes = SECRET.encode()) -> Iterator[tuple[Daemon, WebhookSender]]:
+    """The daemon with its listener, as `bot run` starts them, and the emulator's deliveries
+    (signed with `secret`) going to it; polled once at start, then never for an hour."""
     rig.extra_config = HOOKS
     rig.model.policy = scripted(*CHANGE)
     daemon = rig.daemon()
     hooks = build_webhooks(rig.settings, daemon.request_check)
     assert hooks is not None
     hooks.start()
-    sender = WebhookSender(
-        rig.forge.world,
-        {rig.platform: Target(f"{hooks.url}/webhooks/{rig.platform}", SECRET.encode())},
-    )
+    target = Target(f"{hooks.url}/webhooks/{rig.platform}", secret)
+    sender = WebhookSender(rig.forge.world, {rig.platform: target})
     runner = threading.Thread(target=daemon.run_forever)
     runner.start()
     try:
         wait_for(lambda: polls(daemon) == len(daemon.sources))  # the start-up polls happened
-        thread = rig.issue(labels=[], title="Say hello", body="src/app.py should print hello.")
-        rig.set_labels(thread, ["coding agent"])  # a writer labels it: one delivery
-        wait_for(lambda: done(rig, thread))
-        assert sender.statuses and set(sender.statuses) == {202}
-        assert polls(daemon) == len(daemon.sources)  # no poll since: only the delivery told
-
+        yield daemon, sender
     finally:
         rig.stop.set()
         runner.join(timeout=60)
         sender.close()
         hooks.stop()
         daemon.close()
+
+
+def test_label_to_change_request_by_webhook_alone(rig: Rig) -> None:
+    with running(rig) as (daemon, sender):
+        thread = rig.issue(labels=[], title="Say hello", body="src/app.py should print hello.")
+        rig.set_labels(thread, ["coding agent"])  # a writer labels it: one delivery
+        wait_for(lambda: done(rig, thread))
+        assert sender.statuses and set(sender.statuses) == {202}
+        assert polls(daemon) == len(daemon.sources)  # no poll since: only the delivery told
     repo = rig.forge.world.repo(rig.platform, REPO)
     (request,) = [t.change for t in repo.threads.values() if t.change is not None]
     assert request is not None
@@ -82,46 +88,17 @@ def test_label_to_change_request_by_webhook_alone(rig: Rig) -> None:
 
 
 def test_a_forged_delivery_starts_nothing(rig: Rig) -> None:
-    rig.extra_config = HOOKS
-    rig.model.policy = scripted(*CHANGE)
-    daemon = rig.daemon()
-    hooks = build_webhooks(rig.settings, daemon.request_check)
-    assert hooks is not None
-    hooks.start()
-    forged = WebhookSender(
-        rig.forge.world, {rig.platform: Target(f"{hooks.url}/webhooks/{rig.platform}", b"guess")}
-    )
-    runner = threading.Thread(target=daemon.run_forever)
-    runner.start()
-    try:
-        wait_for(lambda: polls(daemon) == len(daemon.sources))
+    with running(rig, secret=b"guess") as (_daemon, forged):
         thread = rig.issue(labels=[], title="Say hello", body="src/app.py should print hello.")
         rig.set_labels(thread, ["coding agent"])
         wait_for(lambda: bool(forged.statuses))
         time.sleep(1)
         assert forged.statuses == [401]
         assert rig.model.requests == [] and not rig.bot_comments(thread)
-    finally:
-        rig.stop.set()
-        runner.join(timeout=60)
-        forged.close()
-        hooks.stop()
-        daemon.close()
 
 
 def test_a_writers_mention_on_an_unlabelled_thread_starts_by_webhook(rig: Rig) -> None:
-    rig.extra_config = HOOKS
-    rig.model.policy = scripted(*CHANGE)
-    daemon = rig.daemon()
-    hooks = build_webhooks(rig.settings, daemon.request_check)
-    assert hooks is not None
-    hooks.start()
-    target = Target(f"{hooks.url}/webhooks/{rig.platform}", SECRET.encode())
-    sender = WebhookSender(rig.forge.world, {rig.platform: target})
-    runner = threading.Thread(target=daemon.run_forever)
-    runner.start()
-    try:
-        wait_for(lambda: polls(daemon) == len(daemon.sources))
+    with running(rig) as (daemon, _sender):
         ignored = rig.issue(labels=[], title="Not me", body="src/app.py should print hello.")
         rig.comment(ignored, "@coding-bot please do it", author="bob")  # bob can only read
         thread = rig.issue(labels=[], title="Say hello", body="src/app.py should print hello.")
@@ -129,9 +106,3 @@ def test_a_writers_mention_on_an_unlabelled_thread_starts_by_webhook(rig: Rig) -
         wait_for(lambda: done(rig, thread))
         assert polls(daemon) == len(daemon.sources)  # the deliveries alone told it
         assert not rig.bot_comments(ignored) and not ignored.labels  # a reader cannot start it
-    finally:
-        rig.stop.set()
-        runner.join(timeout=60)
-        sender.close()
-        hooks.stop()
-        daemon.close()
