@@ -232,15 +232,18 @@ _IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*(?:\(\))?)")
 
 def named_paths(text: str, known: set[str]) -> list[str]:
     """Paths the people wrote that exist in the repository (also by unique file name)."""
-    by_name: dict[str, list[str]] = {}
-    for path in known:
-        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    by_name: dict[str, list[str]] | None = None  # built only if a bare file name is written
     found: list[str] = []
     for match in _PATH.findall(text):
         candidate = match.strip("./")
         if candidate in known:
             found.append(candidate)
-        elif len(by_name.get(candidate, [])) == 1:
+            continue
+        if by_name is None:
+            by_name = {}
+            for path in known:
+                by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+        if len(by_name.get(candidate, [])) == 1:
             found.append(by_name[candidate][0])
     return list(dict.fromkeys(found))
 
