@@ -626,3 +626,23 @@ def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler
             self.connection.close()
 
     return _Handler
+
+
+def read_only_when_archived(
+    table: list[tuple[str, str, Handler]],
+    group: str,
+    archived: Callable[[re.Match[str]], bool],
+    message: str,
+) -> list[Route]:
+    """The routes, with every write to an archived repository refused with a 403 (both forges
+    make an archived repository read-only; the caller cites the forge's own words)."""
+
+    def guarded(method: str, handler: Handler) -> Handler:
+        def run(req: Request, m: re.Match[str]) -> Response:
+            if method != "GET" and group in m.groupdict() and archived(m):
+                raise HttpError(403, message)
+            return handler(req, m)
+
+        return run
+
+    return [Route(method, re.compile(pattern), guarded(method, h)) for method, pattern, h in table]

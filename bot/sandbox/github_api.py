@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from bot.sandbox.forge_server import (
-    Handler,
     HttpError,
     Request,
     Response,
     Route,
     archive_response,
+    read_only_when_archived,
 )
 from bot.sandbox.world import (
     EXECUTABLE,
@@ -947,20 +947,10 @@ def routes(server: ForgeServer) -> list[Route]:
         ("POST", REPO + r"/pulls", create_pull),
     ]
 
-    def guarded(method: str, handler: Handler) -> Handler:
-        def run(req: Request, m: re.Match[str]) -> Response:
-            # An archived repository is read-only: every write is a 403 with this message
-            # (https://docs.github.com/en/repositories/archiving-a-github-repository/archiving-repositories).
-            if method != "GET" and "owner" in m.groupdict() and repo_of(m).archived:
-                raise HttpError(403, "Repository was archived so is read-only.")
-            return handler(req, m)
-
-        return run
-
-    return [
-        Route(method, re.compile(pattern), guarded(method, handler))
-        for method, pattern, handler in table
-    ]
+    # An archived repository is read-only: every write is a 403 with this message
+    # (https://docs.github.com/en/repositories/archiving-a-github-repository/archiving-repositories).
+    message = "Repository was archived so is read-only."
+    return read_only_when_archived(table, "owner", lambda m: repo_of(m).archived, message)
 
 
 def _refuse_protected(repo: SRepo, branch: str) -> None:

@@ -11,12 +11,12 @@ from urllib.parse import unquote
 
 from bot.sandbox import gitlab_quick_actions as quick_actions
 from bot.sandbox.forge_server import (
-    Handler,
     HttpError,
     Request,
     Response,
     Route,
     archive_response,
+    read_only_when_archived,
 )
 from bot.sandbox.world import (
     EXECUTABLE,
@@ -535,20 +535,11 @@ def routes(server: ForgeServer) -> list[Route]:
         ("POST", PROJECT + r"/merge_requests", create_mr),
     ]
 
-    def guarded(method: str, handler: Handler) -> Handler:
-        def run(req: Request, m: re.Match[str]) -> Response:
-            # An archived project is read-only: writes are refused with 403
-            # (https://docs.gitlab.com/user/project/working_with_projects/#archive-a-project).
-            if method != "GET" and "project" in m.groupdict() and project_of(m).archived:
-                raise HttpError(403, "403 Forbidden")
-            return handler(req, m)
-
-        return run
-
-    return [
-        Route(method, re.compile(pattern), guarded(method, handler))
-        for method, pattern, handler in table
-    ]
+    # An archived project is read-only: writes are refused with 403
+    # (https://docs.gitlab.com/user/project/working_with_projects/#archive-a-project).
+    return read_only_when_archived(
+        table, "project", lambda m: project_of(m).archived, "403 Forbidden"
+    )
 
 
 def _commands_only(done: quick_actions.Outcome) -> Response:
