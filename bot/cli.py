@@ -166,7 +166,7 @@ def _healthcheck(settings: Settings) -> int:
 def _status(settings: Settings) -> int:
     states, unreadable = StateStore(settings.state_dir).scan()
     for bad in unreadable:
-        print(f"unreadable: {bad.path}: {bad.reason}")
+        print(f"unreadable: {bad.where}: {bad.reason}")
     if not states:
         print(f"no {'readable ' if unreadable else ''}tasks in {settings.state_dir}")
         return EXIT_OK

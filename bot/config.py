@@ -33,7 +33,7 @@ from pydantic import (
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _REPO_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$")
 # Keys whose value is a secret; `<key>_file` is accepted in their place.
-SECRET_KEYS = ("token", "api_key", "private_key", "github_secret", "gitlab_secret")
+SECRET_KEYS = ("token", "api_key", "private_key", "github_secret", "gitlab_secret", "dsn")
 
 
 class ConfigError(Exception):
@@ -259,6 +259,28 @@ class CacheSettings(_Frozen):
     max_snapshot_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=0)
 
 
+class StoreSettings(_Frozen):
+    """Where task state lives. `files` (default): `state_dir`, one daemon. `postgres`: one
+    database shared by any number of daemons (`dsn`, or `dsn_file`, or `${ENV}`: a secret)."""
+
+    backend: Literal["files", "postgres"] = "files"
+    dsn: SecretStr | None = None
+    # This daemon's name in leases and `bot status` (default: host name and process id).
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    # A task's lease: renewed every third of this while the work goes on; a daemon that dies
+    # or freezes loses its tasks to the others this long after its last renewal.
+    lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)
+    pool_size: int = Field(default=4, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> StoreSettings:
+        if self.backend == "postgres" and self.dsn is None:
+            raise ValueError("store.backend postgres needs store.dsn (or store.dsn_file)")
+        if self.backend == "files" and self.dsn is not None:
+            raise ValueError("store.dsn is only for store.backend postgres")
+        return self
+
+
 class WebhookSettings(_Frozen):
     """Deliveries from the forges, each triggering a check of one thread (polling stays on)."""
 
@@ -295,6 +317,7 @@ class Settings(_Frozen):
     jail: JailSettings = JailSettings()
     webhooks: WebhookSettings | None = None
     cache: CacheSettings = CacheSettings()
+    store: StoreSettings = StoreSettings()
 
     @model_validator(mode="after")
     def _some_source(self) -> Settings:
@@ -332,6 +355,7 @@ class Settings(_Frozen):
             self.llm.api_key,
             hooks.github_secret if hooks else None,
             hooks.gitlab_secret if hooks else None,
+            self.store.dsn,
         ]
         return tuple(v.get_secret_value() for v in values if v and v.get_secret_value())
 

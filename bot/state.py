@@ -34,6 +34,10 @@ class TaskBusy(StateError):
     """Another worker holds this task's lock."""
 
 
+class LeaseLost(StateError):
+    """This daemon's lease on a task has expired or moved to another daemon: it must not act."""
+
+
 class Status(StrEnum):
     RUNNING = "running"
     PAUSED = "paused"
@@ -253,9 +257,9 @@ class StateStore:
             try:
                 states.append(parse_state(path.read_bytes()))
             except OSError as exc:
-                unreadable.append(Unreadable(path, f"cannot read: {exc.strerror}"))
+                unreadable.append(Unreadable(str(path), f"cannot read: {exc.strerror}"))
             except StateError as exc:
-                unreadable.append(Unreadable(path, str(exc)))
+                unreadable.append(Unreadable(str(path), str(exc)))
         return states, unreadable
 
     @contextlib.contextmanager
@@ -268,7 +272,7 @@ class StateStore:
 
 @dataclass(frozen=True)
 class Unreadable:
-    path: Path
+    where: str  # a task file's path, or a task key in the database
     reason: str
 
 
