@@ -49,7 +49,7 @@ def measure(events: int, poll: int, webhooks: bool) -> list[float]:
             base["webhooks"] = {"listen": "127.0.0.1:0", "github_secret": SECRET}
         cfg = parse_settings(_yaml(base), {})
         d = daemon(cfg)
-        hooks = build_webhooks(cfg, d.request_check) if webhooks else None
+        hooks = build_webhooks(cfg, d.request_check, d.store.deliveries()) if webhooks else None
         sender = None
         if hooks is not None:
             hooks.start()

@@ -31,7 +31,8 @@ from bot.llm.factory import build_llm
 from bot.metrics import Metrics
 from bot.notify import Notifier
 from bot.prune import parse_duration, prune
-from bot.state import StateError, StateStore
+from bot.state import StateError
+from bot.store.factory import build_store
 from bot.webhooks.factory import build_webhooks
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
@@ -164,17 +165,30 @@ def _healthcheck(settings: Settings) -> int:
 
 
 def _status(settings: Settings) -> int:
-    states, unreadable = StateStore(settings.state_dir).scan()
+    store = build_store(settings)
+    try:
+        states, unreadable = store.scan()
+        holders = store.holders() if store.shared else {}
+    except StateError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     for bad in unreadable:
         print(f"unreadable: {bad.where}: {bad.reason}")
     if not states:
-        print(f"no {'readable ' if unreadable else ''}tasks in {settings.state_dir}")
+        print(f"no {'readable ' if unreadable else ''}tasks in {store.where}")
         return EXIT_OK
     width = max(len(s.key) for s in states)
-    print(f"{'task':<{width}}  {'status':<8} {'run':>3} {'step':>4} {'tokens':>8}  last activity")
+    header = f"{'task':<{width}}  {'status':<8} {'run':>3} {'step':>4} {'tokens':>8}  last activity"
+    print(header + ("          worked by" if store.shared else ""))
     for s in sorted(states, key=lambda s: s.updated_at, reverse=True):
         counts = f"{s.run:>3} {s.step:>4} {s.usage.total:>8}"
-        print(f"{s.key:<{width}}  {s.status.value:<8} {counts}  {s.updated_at}")
+        holder = holders.get(s.key)
+        by = (
+            f"  {holder.daemon} (lease to {holder.expires.astimezone(UTC):%H:%M:%SZ})"
+            if holder
+            else ""
+        )
+        print(f"{s.key:<{width}}  {s.status.value:<8} {counts}  {s.updated_at}{by}")
     return EXIT_OK
 
 
@@ -184,7 +198,7 @@ def _prune(settings: Settings, older_than: str, dry_run: bool) -> int:
     except ValueError as exc:
         print(f"bot: --older-than: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    result = prune(StateStore(settings.state_dir), age, datetime.now(UTC), dry_run)
+    result = prune(build_store(settings), age, datetime.now(UTC), dry_run)
     verb = "would remove" if dry_run else "removed"
     for key in result.removed:
         print(f"{verb} {key}")
@@ -235,7 +249,11 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
             print(f"bot: metrics.listen {settings.metrics.listen}: {exc.strerror}", file=sys.stderr)
             return EXIT_CONFIG
     try:  # binding the port happens here: a taken port is a configuration error
-        webhooks = None if once else build_webhooks(settings, daemon.request_check)
+        webhooks = (
+            None
+            if once
+            else build_webhooks(settings, daemon.request_check, daemon.store.deliveries())
+        )
     except OSError as exc:
         daemon.close()
         listen = settings.webhooks.listen if settings.webhooks else ""

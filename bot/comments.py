@@ -25,7 +25,7 @@ from bot.context.render import INTERNAL, UNTRUSTED_MARK, comment_place, review_h
 from bot.forge._util import format_time, parse_time
 from bot.forge.base import Forge
 from bot.forge.types import Comment, Permission, TaskKey
-from bot.state import Conversation
+from bot.store.base import ConversationLog
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class CommentDetectionManager:
         key: TaskKey,
         identity: Identity,
         trust: Trust,
-        conversation: Conversation,
+        conversation: ConversationLog,
         shorten: Callable[[str], str] = lambda text: text,
     ) -> None:
         # `shorten` caps one comment's text (a 1 MB comment must not push everything else

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -31,10 +32,12 @@ from bot.llm.base import LLMClient
 from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.notify import Notifier
-from bot.state import DaemonLock, StateError, StateStore, Status, TaskBusy, TaskState
-from bot.task_index import TaskIndex
+from bot.state import LeaseLost, StateError, Status, TaskBusy, TaskState
+from bot.store.base import QueuedJob, Store
+from bot.store.factory import build_store, daemon_name
 
 log = get_logger(__name__)
+TAKE_SECONDS = 2.0  # how often a daemon sharing a store looks for queued jobs
 
 
 class JobQueue:
@@ -47,7 +50,7 @@ class JobQueue:
         )
         self._scheduler.add_listener(self._on_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED)
 
-    def every(self, seconds: float, fn: Callable[[], None], name: str) -> None:
+    def every(self, seconds: float, fn: Callable[[], object], name: str) -> None:
         self._scheduler.add_job(
             fn, "interval", seconds=seconds, id=name, name=name, next_run_time=datetime.now(UTC)
         )
@@ -77,6 +80,13 @@ class _Worker:
     source: Source
     runner: TaskRunner
 
+    @property
+    def role(self) -> str:
+        """The discovery role of this source, the same in every daemon with this config."""
+        repos = ",".join(sorted(repo.lower() for repo in self.source.repos))
+        digest = hashlib.sha256(repos.encode()).hexdigest()[:12]
+        return f"discover:{self.source.forge.platform.value}:{digest}"
+
 
 class Daemon:
     def __init__(
@@ -96,9 +106,9 @@ class Daemon:
         self.notifier = notifier or Notifier(None)
         self.heartbeat = HeartbeatWriter(settings.state_dir)
         self._last_poll = "never"
-        self.store = StateStore(settings.state_dir)
-        self.index = TaskIndex(self.store)  # a poll reads only the task files that changed
-        self._lock = DaemonLock(settings.state_dir)
+        self.store: Store = build_store(settings)
+        self.index = self.store.index()  # a poll reads only the tasks that changed
+        self.name = daemon_name(settings)
         self._pool = ThreadPoolExecutor(settings.max_concurrent_tasks, thread_name_prefix="task")
         self._checks = ThreadPoolExecutor(1, thread_name_prefix="thread-check")  # webhooks
         self._in_flight: dict[str, Future[Outcome]] = {}
@@ -115,8 +125,8 @@ class Daemon:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def initialize(self) -> None:
-        """Lock the state dir and learn who we are on each forge (raises on failure)."""
-        self._lock.acquire()
+        """Take the store and learn who we are on each forge (raises on failure)."""
+        self.store.open(self.name)
         for source in self.sources:
             me = source.forge.whoami()
             log.info("forge_identity", platform=source.forge.platform.value, login=me.login)
@@ -136,14 +146,18 @@ class Daemon:
     def run_once(self) -> None:
         """One discovery cycle; every task found runs until it ends, pauses or is interrupted."""
         for worker in self._workers:
-            self.poll(worker)
+            self.poll(worker, lead=False)
         self._drain()
+        while self.store.shared and self.take():  # queued by others meanwhile, or left over
+            self._drain()
 
     def run_forever(self) -> None:
         queue = JobQueue()
         for n, worker in enumerate(self._workers):
             name = f"poll-{worker.source.forge.platform.value}-{n}"
             queue.every(self.settings.poll_interval_seconds, partial(self.poll, worker), name)
+        if self.store.shared:  # jobs discovered by another daemon, or freed by a dead one
+            queue.every(TAKE_SECONDS, self.take, "take")
         queue.start()
         self.heartbeat.write()
         log.info(
@@ -170,12 +184,18 @@ class Daemon:
     def close(self) -> None:
         self._checks.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True)
-        self._lock.release()
+        self.store.close()
 
     # -- work ---------------------------------------------------------------------------------
 
-    def poll(self, worker: _Worker) -> None:
+    def poll(self, worker: _Worker, lead: bool = True) -> None:
+        """Discover the source's threads and plan their jobs; with several daemons on one
+        store, only the one holding the source's discovery role does (`lead`)."""
         if self.stop.is_set():
+            return
+        if lead and self.store.shared and not self.store.lead(worker.role, self._lead_seconds):
+            self.take()  # another daemon discovers this source now: alive, and taking work
+            self.heartbeat.poll(True, None, running=len(self.in_flight()))
             return
         platform = worker.source.forge.platform
         view = self.index.refresh()  # once per poll: for the plan and the metrics
@@ -211,8 +231,7 @@ class Daemon:
             repos=worker.source.repos,
             noted=self._left_alone,
         )
-        for job in jobs:
-            self._submit(worker, job)
+        self._hand_out(worker, jobs)
 
     def request_check(self, key: TaskKey) -> None:
         """Queue `check_thread` (called from the webhook listener: answer fast, work later)."""
@@ -259,9 +278,37 @@ class Daemon:
             noted=self._left_alone,
         )
         log.info("thread_checked", task=str(key), jobs=len(jobs))
-        for job in jobs:
-            self._submit(worker, job)
+        self._hand_out(worker, jobs)
         return True
+
+    def _hand_out(self, worker: _Worker, jobs: list[Job]) -> None:
+        """Run the jobs here, or (several daemons) queue them for whichever daemon is free."""
+        if not self.store.shared:
+            for job in jobs:
+                self._submit(worker, job)
+            return
+        self.store.enqueue(QueuedJob(job.key, job.fresh) for job in jobs)
+        self.take()
+
+    def take(self) -> int:
+        """Take queued jobs (several daemons) as far as this daemon has free workers."""
+        with self._guard:
+            free = self.settings.max_concurrent_tasks - len(self._in_flight)
+        if free <= 0 or self.stop.is_set():
+            return 0
+        taken = self.store.take(free)
+        for queued in taken:
+            worker = self._worker_for(queued.key)
+            if worker is None:  # a repository this daemon is not configured for
+                log.warning("job_not_ours", task=str(queued.key))
+                continue
+            self._submit(worker, Job(queued.key, queued.fresh))
+        return len(taken)
+
+    @property
+    def _lead_seconds(self) -> float:
+        # Renewed at every poll; a dead leader's role passes on after two missed polls.
+        return 2.0 * self.settings.poll_interval_seconds
 
     def _called_by_writer(self, worker: _Worker, key: TaskKey) -> bool:
         """A writer's `@bot` or `/bot` in the thread: the delivery may be that comment (the only
@@ -332,7 +379,11 @@ class Daemon:
             self._count_tasks()
             return outcome
         except TaskBusy:
-            log.warning("task_busy", task=str(job.key))
+            # Several daemons: another one claimed it between the queue and the lease.
+            log.info("task_busy", task=str(job.key))
+            return Outcome.INTERRUPTED
+        except LeaseLost:
+            log.warning("lease_lost", task=str(job.key))
             return Outcome.INTERRUPTED
         except AuthError as exc:
             self._token_rejected(worker.source.forge.platform.value, exc, task=str(job.key))

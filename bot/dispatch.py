@@ -9,7 +9,8 @@ from bot.agent.failures import waiting
 from bot.config import LabelSettings
 from bot.forge.types import Platform, TaskKey, TaskSummary
 from bot.log import get_logger
-from bot.state import StateError, StateStore, Status, TaskState
+from bot.state import StateError, Status, TaskState
+from bot.store.base import Store
 
 log = get_logger(__name__)
 
@@ -25,7 +26,7 @@ HandedBack = Callable[[TaskKey, TaskState], bool]
 
 def plan_jobs(
     found: Iterable[TaskSummary],
-    store: StateStore,
+    store: Store,
     saved: Iterable[TaskState],
     labels: LabelSettings,
     platform: Platform,

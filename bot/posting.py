@@ -8,7 +8,8 @@ from bot.confidential import InternalNotes
 from bot.forge._util import parse_time
 from bot.forge.base import Forge
 from bot.forge.types import TaskKey
-from bot.state import PendingPost, StateStore, TaskState, now_iso
+from bot.state import PendingPost, TaskState, now_iso
+from bot.store.base import Store
 
 # The look-up after a crash starts this long before the intent was recorded, for clock skew.
 LOOKBACK = timedelta(minutes=10)
@@ -23,9 +24,7 @@ def marker(key: TaskKey, seq: int) -> str:
 
 
 class Poster:
-    def __init__(
-        self, forge: Forge, key: TaskKey, bot_login: str, store: StateStore, state: TaskState
-    ):
+    def __init__(self, forge: Forge, key: TaskKey, bot_login: str, store: Store, state: TaskState):
         self.forge = forge
         self.key = key
         self.bot_login = bot_login

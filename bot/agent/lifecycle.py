@@ -16,7 +16,8 @@ from bot.forge.types import TaskKey
 from bot.labels import sync_labels
 from bot.log import get_logger
 from bot.posting import Poster
-from bot.state import StateStore, Status, TaskState
+from bot.state import Status, TaskState
+from bot.store.base import Store
 
 log = get_logger(__name__)
 
@@ -32,7 +33,7 @@ class Lifecycle:
     def __init__(
         self,
         forge: Forge,
-        store: StateStore,
+        store: Store,
         key: TaskKey,
         labels: LabelSettings,
         detector: CommentDetectionManager,

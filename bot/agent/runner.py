@@ -15,7 +15,7 @@ State is saved after every step. Labels change only after the state on disk says
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 
@@ -51,6 +51,7 @@ from bot.controls_trust import Gate
 from bot.forge._util import format_time
 from bot.forge.base import Forge
 from bot.forge.errors import AuthError, ForgeError
+from bot.forge.fenced import fenced
 from bot.forge.types import TaskKey, Thread
 from bot.jail import Jail
 from bot.llm.base import LLMClient
@@ -58,7 +59,8 @@ from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.posting import Poster
 from bot.prompts import load_prompt
-from bot.state import StateStore, Status, TaskState
+from bot.state import LeaseLost, Status, TaskState
+from bot.store.base import Store
 
 __all__ = ["Deps", "Outcome", "TaskRunner"]
 
@@ -68,7 +70,7 @@ log = get_logger(__name__)
 @dataclass(frozen=True)
 class Deps:
     forge: Forge
-    store: StateStore
+    store: Store
     llm: LLMClient
     settings: Settings
     identity: Identity
@@ -84,14 +86,23 @@ class TaskRunner:
 
     def run(self, key: TaskKey, fresh: bool = False) -> Outcome:
         with (
-            self.deps.store.task_lock(key),
+            self.deps.store.task_lock(key) as lease,
             structlog.contextvars.bound_contextvars(task=str(key), repo=key.repo),
         ):
-            run = _Run(self.deps, key)
+            # Every write of this run, to the forge and to the store, checks the lease first.
+            deps = replace(
+                self.deps, forge=fenced(self.deps.forge, lease), store=self.deps.store.fenced(lease)
+            )
+            run = _Run(deps, key)
             try:
                 outcome = run.execute(fresh)
             except AuthError:
                 raise
+            except LeaseLost:
+                # Another daemon has the task now (we were frozen or cut off past the lease):
+                # nothing more is done here, not even a label or a log of the state.
+                log.warning("lease_lost")
+                return Outcome.INTERRUPTED
             except ForgeError as exc:
                 if self.deps.stop.is_set():  # the daemon is stopping: not the task's fault
                     log.info("task_interrupted", reason="stopping", error=str(exc))

@@ -32,7 +32,8 @@ from bot.forge.errors import ForgeError, NotFound
 from bot.forge.types import TaskKey, Thread
 from bot.log import get_logger
 from bot.metrics import Metrics
-from bot.state import Conversation, Status
+from bot.state import Status
+from bot.store.base import ConversationLog
 
 log = get_logger(__name__)
 CLOSED_STATES = frozenset({"closed", "merged"})
@@ -55,7 +56,7 @@ class SafePoint:
         forge: Forge,
         key: TaskKey,
         detector: CommentDetectionManager,
-        conversation: Conversation,
+        conversation: ConversationLog,
         lifecycle: Lifecycle,
         labels: LabelSettings,
         stop: threading.Event,

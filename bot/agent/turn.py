@@ -31,7 +31,7 @@ from bot.llm.base import (
 )
 from bot.log import get_logger
 from bot.metrics import Metrics
-from bot.state import Conversation
+from bot.store.base import ConversationLog
 
 log = get_logger(__name__)
 MAX_MALFORMED = 3
@@ -51,7 +51,7 @@ class Turn:
         llm: LLMClient,
         settings: LLMSettings,
         counter: TokenCounter,
-        conversation: Conversation,
+        conversation: ConversationLog,
         lifecycle: Lifecycle,
         safe: SafePoint,
         toolbox: Callable[[], Toolbox],

@@ -6,13 +6,14 @@ from collections.abc import Callable
 
 from bot.config import Settings
 from bot.forge.types import Platform, TaskKey
-from bot.webhooks.seen import SeenDeliveries
+from bot.store.base import DeliveryMemory
 from bot.webhooks.server import WebhookApp, WebhookServer
 
 
 def build_webhooks(
-    settings: Settings, on_thread: Callable[[TaskKey], None]
+    settings: Settings, on_thread: Callable[[TaskKey], None], seen: DeliveryMemory
 ) -> WebhookServer | None:
+    """`seen`: the store's memory of deliveries (shared by every daemon on one database)."""
     hooks = settings.webhooks
     if hooks is None:
         return None
@@ -21,6 +22,5 @@ def build_webhooks(
         secrets[Platform.GITHUB] = hooks.github_secret.get_secret_value().encode()
     if hooks.gitlab_secret is not None and settings.gitlab is not None:
         secrets[Platform.GITLAB] = hooks.gitlab_secret.get_secret_value().encode()
-    seen = SeenDeliveries(settings.state_dir / "webhooks" / "seen-deliveries")
     app = WebhookApp(secrets, on_thread, seen, max_body=hooks.max_body_kb * 1024)
     return WebhookServer(app, hooks.listen)

@@ -21,6 +21,7 @@ import waitress
 
 from bot.forge.types import Platform, TaskKey
 from bot.log import get_logger
+from bot.store.base import DeliveryMemory
 from bot.webhooks.events import thread_of
 from bot.webhooks.seen import SeenDeliveries
 from bot.webhooks.verify import verify_github, verify_gitlab
@@ -51,7 +52,7 @@ _STATUS = {
 class WebhookApp:
     secrets: dict[Platform, bytes]
     on_thread: Callable[[TaskKey], None]
-    seen: SeenDeliveries = field(default_factory=SeenDeliveries)
+    seen: DeliveryMemory = field(default_factory=SeenDeliveries)
     max_body: int = 1024 * 1024
     rejected: Counter[str] = field(default_factory=Counter)
     accepted: Counter[str] = field(default_factory=Counter)

@@ -55,7 +55,7 @@ def running(rig: Rig, secret: bytes = SECRET.encode()) -> Iterator[tuple[Daemon,
     rig.extra_config = HOOKS
     rig.model.policy = scripted(*CHANGE)
     daemon = rig.daemon()
-    hooks = build_webhooks(rig.settings, daemon.request_check)
+    hooks = build_webhooks(rig.settings, daemon.request_check, daemon.store.deliveries())
     assert hooks is not None
     hooks.start()
     target = Target(f"{hooks.url}/webhooks/{rig.platform}", secret)
