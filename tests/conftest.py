@@ -21,18 +21,23 @@ LABELS = watched_labels(LabelSettings())  # exactly what the daemon watches
 REPO = "acme/app"
 
 
+def seed_world(srv: ForgeServer) -> ForgeServer:
+    """The test world: the bot, a writer (alice), a reader (bob), REPO on both forges."""
+    world = srv.world
+    world.add_user("coding-bot", token=BOT_TOKEN)
+    world.add_user("alice", token=ALICE_TOKEN)
+    world.add_user("github-actions[bot]", is_bot=True)
+    roles = {"alice": "write", "bob": "read", "coding-bot": "write", "carol": "maintain"}
+    files = {"README.md": "# app\n", "src/app.py": "print('hi')\n"}
+    world.add_repo("github", REPO, files=files, roles=roles)
+    world.add_repo("gitlab", REPO, files=files, roles=roles)
+    return srv
+
+
 @pytest.fixture
 def server() -> Iterator[ForgeServer]:
     with ForgeServer() as srv:
-        world = srv.world
-        world.add_user("coding-bot", token=BOT_TOKEN)
-        world.add_user("alice", token=ALICE_TOKEN)
-        world.add_user("github-actions[bot]", is_bot=True)
-        roles = {"alice": "write", "bob": "read", "coding-bot": "write", "carol": "maintain"}
-        files = {"README.md": "# app\n", "src/app.py": "print('hi')\n"}
-        world.add_repo("github", REPO, files=files, roles=roles)
-        world.add_repo("gitlab", REPO, files=files, roles=roles)
-        yield srv
+        yield seed_world(srv)
 
 
 def fast_policy(host: str, **overrides: float) -> RequestPolicy:

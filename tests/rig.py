@@ -15,7 +15,9 @@ from bot.llm.factory import build_llm
 from bot.sandbox.forge_server import ForgeServer
 from bot.sandbox.llm_server import LLMServer
 from bot.sandbox.world import SThread
-from bot.state import StateStore, TaskState
+from bot.state import TaskState
+from bot.store.base import Store
+from bot.store.factory import build_store
 from tests.conftest import BOT_TOKEN, REPO
 
 
@@ -113,12 +115,16 @@ class Rig:
         return TaskKey(Platform(self.platform), REPO, kinds[thread.kind], thread.number)
 
     def state(self, thread: SThread) -> TaskState:
-        state = StateStore(self.state_dir).load(self.key(thread))
+        state = self.store().load(self.key(thread))
         assert state is not None
         return state
 
+    def store(self) -> Store:
+        """The configured store (files in `state_dir`, or PostgreSQL via `extra_config`)."""
+        return build_store(self.settings)
+
     def conversation(self, thread: SThread) -> list[dict[str, Any]]:
-        return StateStore(self.state_dir).conversation(self.key(thread)).entries()
+        return self.store().conversation(self.key(thread)).entries()
 
     def delivered_ids(self, thread: SThread) -> list[str]:
         """Comment ids in the persisted conversation, in order, with repeats."""
