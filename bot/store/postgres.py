@@ -34,7 +34,10 @@ SELECT coalesce((SELECT octet_length(state::text) FROM tasks WHERE key = %(key)s
 
 
 class PostgresStore:
-    def __init__(self, dsn: str, *, lease_seconds: float, pool_size: int) -> None:
+    def __init__(
+        self, dsn: str, *, lease_seconds: float, pool_size: int, connect_seconds: float = 15
+    ) -> None:
+        self._connect_seconds = connect_seconds  # how long `open` waits for the database
         self._where, self._password = _describe(dsn)
         self._lease_seconds = lease_seconds
         self._pool = ConnectionPool(
@@ -56,7 +59,7 @@ class PostgresStore:
 
     def open(self, daemon: str) -> None:
         try:
-            self._pool.open(wait=True, timeout=15)
+            self._pool.open(wait=True, timeout=self._connect_seconds)
             with self._pool.connection() as conn:
                 schema.check(conn, self._where)
         except psycopg.Error as exc:
