@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bot.forge.types import TaskKey
 from bot.state import LeaseLost, StateError, Status, TaskBusy
 from bot.store import schema
 from bot.store.base import QueuedJob, Store
@@ -18,6 +19,7 @@ from bot.store.files import FileStore
 from bot.store.pg_lease import claim
 from bot.store.pg_queue import PgDeliveries
 from bot.store.postgres import PostgresStore
+from bot.store.transfer import copy_store
 from tests.store.helpers import KEY, file_store, migrated, pg_store, sql, state
 
 
@@ -377,3 +379,54 @@ def test_concurrent_migrations_apply_each_once(pg_dsn: str) -> None:
 def _migrate(dsn: str) -> list[str]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return schema.migrate(conn)
+
+
+# -- copying between backends (bot db import / export) ----------------------------------------
+
+
+def _fill(store: FileStore) -> None:
+    """A running task, a paused one, and a finished one in its second run."""
+    store.save(state("github:acme/app#1", step=2, changes={"a.py": "1\n"}))
+    store.conversation(TaskKey.parse("github:acme/app#1")).append({"role": "user", "n": 1})
+    store.save(state("gitlab:g/p!2", Status.PAUSED, tool_journal={"c": "r"}))
+    third = TaskKey.parse("github:acme/app#3p")
+    store.save(state(third, Status.DONE, changes={"x.py": "old\n"}))
+    store.conversation(third).append({"run": 1})
+    store.archive_run(third, 1)
+    store.save(state(third, Status.DONE, run=2, changes={"x.py": "new\n", "y.py": None}))
+    store.conversation(third).append({"run": 2})
+
+
+def test_files_to_postgres_to_files_keeps_every_task(tmp_path: Path, db: str) -> None:
+    source, back = file_store(tmp_path / "a"), file_store(tmp_path / "b")
+    _fill(source)
+    database = pg_store(db)
+    try:
+        assert copy_store(source, database) == 3
+        assert copy_store(source, database) == 0  # the same again: nothing to do
+        assert copy_store(database, back) == 3
+        for original in source.all_states():
+            key = original.task_key()
+            assert back.export_task(key) == source.export_task(key) == database.export_task(key)
+            assert back.load(key) == original  # updated_at included
+        third = database.load(TaskKey.parse("github:acme/app#3p"))
+        assert third is not None
+        assert database.archived_changes(third) == {"x.py": "new\n", "y.py": None}
+        assert database.archived_conversation(third.task_key(), 1) == [{"run": 1}]
+        assert database.conversation(third.task_key()).entries() == [{"run": 2}]
+        assert database.index().refresh().counts() == {"running": 1, "paused": 1, "done": 1}
+    finally:
+        database.close()
+
+
+def test_a_copy_never_overwrites_a_different_task(tmp_path: Path, db: str) -> None:
+    source = file_store(tmp_path / "a")
+    _fill(source)
+    database = pg_store(db)
+    try:
+        database.save(state("gitlab:g/p!2", Status.RUNNING))
+        with pytest.raises(StateError, match=r"task gitlab:g/p!2 is already in"):
+            copy_store(source, database)
+        assert [s.key for s in database.all_states()] == ["gitlab:g/p!2"]  # nothing copied
+    finally:
+        database.close()
