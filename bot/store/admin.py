@@ -64,8 +64,6 @@ def _copy(files: FileStore, db: PostgresStore, *, to_database: bool) -> tuple[in
         db.open(ADMIN)
         try:
             copied = copy_store(files, db) if to_database else copy_store(db, files)
-        except psycopg.Error as exc:
-            raise StateError(f"database {db.where}: {db.scrub(exc)}") from None
         finally:
             db.close()
     finally:

@@ -11,11 +11,10 @@ import json
 from datetime import datetime
 from typing import Any
 
-from psycopg_pool import ConnectionPool
-
 from bot.forge.types import TaskKey
 from bot.state import LeaseLost
 from bot.store.pg_lease import LIVE, PgLease
+from bot.store.pg_pool import Pool
 
 _APPEND = "INSERT INTO conversation (key, run, entry) VALUES (%(key)s, 0, %(entry)s::json)"
 _APPEND_FENCED = f"""
@@ -48,7 +47,7 @@ WHERE key = %(key)s AND run < %(below)s AND written_at < %(before)s
 
 
 class PgConversation:
-    def __init__(self, pool: ConnectionPool, key: TaskKey, fence: PgLease | None) -> None:
+    def __init__(self, pool: Pool, key: TaskKey, fence: PgLease | None) -> None:
         self._pool = pool
         self._key = str(key)
         self._fence = fence
@@ -70,13 +69,13 @@ class PgConversation:
         return read_run(self._pool, self._key, 0)
 
 
-def read_run(pool: ConnectionPool, key: str, run: int) -> list[dict[str, Any]]:
+def read_run(pool: Pool, key: str, run: int) -> list[dict[str, Any]]:
     with pool.connection() as conn:
         rows = conn.execute(_ENTRIES, {"key": key, "run": run}).fetchall()
     return [row[0] for row in rows if isinstance(row[0], dict)]
 
 
-def archive_run(pool: ConnectionPool, key: TaskKey, run: int, fence: PgLease | None) -> None:
+def archive_run(pool: Pool, key: TaskKey, run: int, fence: PgLease | None) -> None:
     params: dict[str, object] = {"key": str(key), "run": run}
     guard = "SELECT 1"
     if fence is not None:
@@ -89,7 +88,7 @@ def archive_run(pool: ConnectionPool, key: TaskKey, run: int, fence: PgLease | N
 
 
 def drop_old_runs(
-    pool: ConnectionPool, key: str, run: int, before: datetime, dry_run: bool
+    pool: Pool, key: str, run: int, before: datetime, dry_run: bool
 ) -> tuple[int, int]:
     """Archived conversations and changesets of runs before `run` last written before `before`."""
     params = {"key": key, "below": run, "before": before}

@@ -11,12 +11,10 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-import psycopg
-from psycopg_pool import ConnectionPool
-
 from bot.forge.types import TaskKey
 from bot.log import get_logger
 from bot.state import LeaseLost, TaskBusy
+from bot.store.pg_pool import DatabaseError, Pool
 
 log = get_logger(__name__)
 
@@ -46,7 +44,7 @@ LIVE = "key = %(key)s AND lease_token = %(token)s AND lease_expires > now()"
 
 
 class PgLease:
-    def __init__(self, pool: ConnectionPool, key: TaskKey, token: int, seconds: float) -> None:
+    def __init__(self, pool: Pool, key: TaskKey, token: int, seconds: float) -> None:
         self._pool = pool
         self.key = key
         self._token = token
@@ -76,7 +74,7 @@ class PgLease:
         return {"key": str(self.key), "token": self._token, "secs": self._seconds}
 
 
-def claim(pool: ConnectionPool, key: TaskKey, owner: str, seconds: float) -> PgLease:
+def claim(pool: Pool, key: TaskKey, owner: str, seconds: float) -> PgLease:
     with pool.connection() as conn:
         row = conn.execute(_CLAIM, {"key": str(key), "owner": owner, "secs": seconds}).fetchone()
     if row is None:
@@ -85,7 +83,7 @@ def claim(pool: ConnectionPool, key: TaskKey, owner: str, seconds: float) -> PgL
 
 
 @contextlib.contextmanager
-def held(pool: ConnectionPool, key: TaskKey, owner: str, seconds: float) -> Iterator[PgLease]:
+def held(pool: Pool, key: TaskKey, owner: str, seconds: float) -> Iterator[PgLease]:
     """Claim `key`, keep the lease alive while the block runs, release it at the end."""
     lease = claim(pool, key, owner, seconds)
     stop = threading.Event()
@@ -100,8 +98,8 @@ def held(pool: ConnectionPool, key: TaskKey, owner: str, seconds: float) -> Iter
         renewer.join()
         try:
             lease.release()
-        except psycopg.Error as exc:  # it expires by itself: another daemon waits a little
-            log.warning("lease_release_failed", task=str(key), error=type(exc).__name__)
+        except DatabaseError as exc:  # it expires by itself: another daemon waits a little
+            log.warning("lease_release_failed", task=str(key), error=str(exc))
 
 
 def _renew(lease: PgLease, stop: threading.Event, every: float) -> None:
@@ -111,5 +109,5 @@ def _renew(lease: PgLease, stop: threading.Event, every: float) -> None:
         except LeaseLost:
             log.error("lease_lost", task=str(lease.key))
             return  # the next fenced write or check() in the worker refuses to go on
-        except psycopg.Error as exc:  # the database away for a moment: try again next time
-            log.warning("lease_renewal_failed", task=str(lease.key), error=type(exc).__name__)
+        except DatabaseError as exc:  # the database away for a moment: try again next time
+            log.warning("lease_renewal_failed", task=str(lease.key), error=str(exc))

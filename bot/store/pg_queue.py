@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from bot.forge.types import TaskKey
 from bot.store.base import QueuedJob
+from bot.store.pg_pool import Pool
 
 _LEAD = """
 INSERT INTO leaders (role, holder, expires)
@@ -42,13 +42,13 @@ DELETE FROM deliveries WHERE seen_at < now() - interval '30 days' OR id IN (
 """
 
 
-def lead(pool: ConnectionPool, role: str, me: str, seconds: float) -> bool:
+def lead(pool: Pool, role: str, me: str, seconds: float) -> bool:
     with pool.connection() as conn:
         row = conn.execute(_LEAD, {"role": role, "me": me, "secs": seconds}).fetchone()
     return row is not None
 
 
-def enqueue(pool: ConnectionPool, jobs: Iterable[QueuedJob]) -> None:
+def enqueue(pool: Pool, jobs: Iterable[QueuedJob]) -> None:
     rows = sorted({str(job.key): job.fresh for job in jobs}.items())  # sorted: no deadlocks
     if not rows:
         return
@@ -56,7 +56,7 @@ def enqueue(pool: ConnectionPool, jobs: Iterable[QueuedJob]) -> None:
         cursor.executemany(_ENQUEUE, rows)
 
 
-def take(pool: ConnectionPool, limit: int) -> list[QueuedJob]:
+def take(pool: Pool, limit: int) -> list[QueuedJob]:
     if limit <= 0:
         return []
     with pool.connection() as conn, conn.transaction():
@@ -71,7 +71,7 @@ class PgDeliveries:
 
     TRIM_EVERY = 100
 
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: Pool) -> None:
         self._pool = pool
         self._adds = itertools.count(1)
 

@@ -12,11 +12,11 @@ import re
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from bot.log import get_logger
 from bot.state import LeaseLost, StateError, Status, TaskState, Unreadable, parse_state
 from bot.store.pg_lease import LIVE, PgLease
+from bot.store.pg_pool import Pool
 from bot.store.transfer import TaskRecord
 from bot.task_index import Entry, IndexView
 
@@ -67,7 +67,7 @@ def write_state(conn: psycopg.Connection[Any], state: TaskState, fence: PgLease 
         conn.execute(_CHANGESET, params)
 
 
-def read_state(pool: ConnectionPool, key: str) -> TaskState | None:
+def read_state(pool: Pool, key: str) -> TaskState | None:
     with pool.connection() as conn:
         row = conn.execute(
             "SELECT state::text FROM tasks WHERE key = %s AND state IS NOT NULL", (key,)
@@ -80,7 +80,7 @@ def read_state(pool: ConnectionPool, key: str) -> TaskState | None:
         raise StateError(f"task {key} in the database: {exc}") from None
 
 
-def archived_changes(pool: ConnectionPool, state: TaskState) -> dict[str, str | None]:
+def archived_changes(pool: Pool, state: TaskState) -> dict[str, str | None]:
     if state.changes or state.changes_file is None:
         return dict(state.changes)
     match = _CHANGES_FILE.match(state.changes_file)
@@ -91,7 +91,7 @@ def archived_changes(pool: ConnectionPool, state: TaskState) -> dict[str, str | 
     return changes
 
 
-def read_changeset(pool: ConnectionPool, key: str, run: int) -> dict[str, str | None] | None:
+def read_changeset(pool: Pool, key: str, run: int) -> dict[str, str | None] | None:
     with pool.connection() as conn:
         row = conn.execute(
             "SELECT changes FROM changesets WHERE key = %s AND run = %s", (key, run)
@@ -99,7 +99,7 @@ def read_changeset(pool: ConnectionPool, key: str, run: int) -> dict[str, str | 
     return None if row is None else dict(row[0])
 
 
-def scan(pool: ConnectionPool) -> tuple[list[TaskState], list[Unreadable]]:
+def scan(pool: Pool) -> tuple[list[TaskState], list[Unreadable]]:
     states: list[TaskState] = []
     unreadable: list[Unreadable] = []
     with pool.connection() as conn:
@@ -117,7 +117,7 @@ def scan(pool: ConnectionPool) -> tuple[list[TaskState], list[Unreadable]]:
 class PgIndex:
     """Every task's status in one query on the status column (no state is read)."""
 
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: Pool) -> None:
         self._pool = pool
 
     def refresh(self) -> IndexView:
@@ -156,7 +156,7 @@ class PgIndex:
 # -- copying whole tasks (bot db import / export) ----------------------------------------------
 
 
-def export_task(pool: ConnectionPool, key: str) -> TaskRecord | None:
+def export_task(pool: Pool, key: str) -> TaskRecord | None:
     state = read_state(pool, key)
     if state is None:
         return None
@@ -174,7 +174,7 @@ def export_task(pool: ConnectionPool, key: str) -> TaskRecord | None:
     return record
 
 
-def import_task(pool: ConnectionPool, record: TaskRecord) -> None:
+def import_task(pool: Pool, record: TaskRecord) -> None:
     """The whole task in one transaction, `updated_at` as it was; its lease is not touched."""
     key = record.state.key
     conversation = [(0, entry) for entry in record.conversation]

@@ -16,7 +16,6 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import ConnectionPool
 
 from bot.forge.types import TaskKey
 from bot.state import StateError, TaskState, Unreadable, now_iso
@@ -24,6 +23,7 @@ from bot.store import pg_conversation, pg_queue, pg_tasks, schema
 from bot.store.base import DeliveryMemory, Holder, Lease, QueuedJob, Store, StoreIndex
 from bot.store.pg_conversation import PgConversation
 from bot.store.pg_lease import PgLease, held
+from bot.store.pg_pool import Pool
 from bot.store.transfer import TaskRecord
 
 _SIZE = """
@@ -40,9 +40,7 @@ class PostgresStore:
         self._connect_seconds = connect_seconds  # how long `open` waits for the database
         self._where, self._password = _describe(dsn)
         self._lease_seconds = lease_seconds
-        self._pool = ConnectionPool(
-            dsn, min_size=1, max_size=pool_size, open=False, kwargs={"autocommit": True}
-        )
+        self._pool = Pool(dsn, where=self._where, password=self._password, size=pool_size)
         self._daemon = ""
         self._fence: PgLease | None = None  # set on the views `fenced` returns
         self._deliveries: pg_queue.PgDeliveries | None = None
@@ -62,7 +60,7 @@ class PostgresStore:
             self._pool.open(wait=True, timeout=self._connect_seconds)
             with self._pool.connection() as conn:
                 schema.check(conn, self._where)
-        except psycopg.Error as exc:
+        except psycopg.Error as exc:  # the pool did not get its first connection in time
             self._pool.close()
             raise StateError(f"cannot use database {self._where}: {self.scrub(exc)}") from None
         except StateError:
@@ -74,9 +72,7 @@ class PostgresStore:
         self._pool.close()  # the fenced views share the pool: closed with it
 
     def scrub(self, error: BaseException | str) -> str:
-        """An error's text without the password (libpq messages should not hold it anyway)."""
-        text = str(error).strip()
-        return text.replace(self._password, "***") if self._password else text
+        return self._pool.scrub(error)
 
     # -- tasks --------------------------------------------------------------------------------
 

@@ -430,3 +430,15 @@ def test_a_copy_never_overwrites_a_different_task(tmp_path: Path, db: str) -> No
         assert [s.key for s in database.all_states()] == ["gitlab:g/p!2"]  # nothing copied
     finally:
         database.close()
+
+
+def test_database_errors_are_state_errors_without_the_password(db: str) -> None:
+    store = pg_store(f"{db} password=s3cret-pw")
+    try:
+        sql(db, "DROP TABLE jobs")
+        with pytest.raises(StateError, match=r"database .*jobs") as failed:
+            store.take(1)
+        assert "s3cret" not in str(failed.value)
+        assert store.load(KEY) is None  # the pool is still usable
+    finally:
+        store.close()
