@@ -62,6 +62,17 @@ def _parser() -> argparse.ArgumentParser:
     prune_.add_argument("--older-than", required=True, metavar="DURATION", help="e.g. 30d, 12h, 2w")
     prune_.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
 
+    db = commands.add_parser("db", help="the PostgreSQL store: schema, import, export")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    migrate = db_commands.add_parser("migrate", help="bring the database's schema up to date")
+    migrate.add_argument("-c", "--config", type=Path, required=True)
+    import_ = db_commands.add_parser("import", help="copy a state dir's tasks into the database")
+    import_.add_argument("-c", "--config", type=Path, required=True)
+    import_.add_argument("--from", dest="state_dir", type=Path, required=True, metavar="STATE_DIR")
+    export = db_commands.add_parser("export", help="copy the database's tasks into a state dir")
+    export.add_argument("-c", "--config", type=Path, required=True)
+    export.add_argument("--to", dest="state_dir", type=Path, required=True, metavar="STATE_DIR")
+
     health = commands.add_parser("healthcheck", help="exit 0 if the daemon is alive and polling")
     health.add_argument("-c", "--config", type=Path, required=True)
 
@@ -92,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _healthcheck(load_settings(args.config))
         if args.command == "status":
             return _status(load_settings(args.config))
+        if args.command == "db":
+            return _db(
+                load_settings(args.config), args.db_command, getattr(args, "state_dir", None)
+            )
         if args.command == "prune":
             return _prune(load_settings(args.config), args.older_than, args.dry_run)
         if args.command == "context":
@@ -189,6 +204,29 @@ def _status(settings: Settings) -> int:
             else ""
         )
         print(f"{s.key:<{width}}  {s.status.value:<8} {counts}  {s.updated_at}{by}")
+    return EXIT_OK
+
+
+def _db(settings: Settings, command: str, state_dir: Path | None) -> int:
+    from bot.store import admin  # psycopg is imported only for these commands
+
+    try:
+        if command == "migrate":
+            applied, version = admin.migrate(settings)
+            for name in applied:
+                print(f"applied {name}")
+            print(f"database schema is at version {version}")
+        elif command == "import":
+            assert state_dir is not None
+            copied, where = admin.import_files(settings, state_dir)
+            print(f"imported {copied} tasks from {state_dir} into {where}")
+        else:
+            assert state_dir is not None
+            copied, where = admin.export_files(settings, state_dir)
+            print(f"exported {copied} tasks from {where} into {state_dir}")
+    except StateError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     return EXIT_OK
 
 

@@ -124,3 +124,29 @@ def no_secret_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
                 texts.append(thread.change.body)
             for secret in SECRETS:
                 assert all(secret not in text for text in texts), "token leaked into the thread"
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Any]:
+    """One PostgreSQL cluster for the session (Unix socket only); missing binaries fail."""
+    from tests.pg import Cluster, ClusterUnavailable
+
+    try:
+        cluster = Cluster()
+    except ClusterUnavailable as exc:
+        pytest.fail(f"no PostgreSQL test cluster: {exc}", pytrace=False)
+    try:
+        cluster.start()
+    except ClusterUnavailable as exc:
+        cluster.stop()
+        pytest.fail(f"the PostgreSQL test cluster did not start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_dsn(pg_cluster: Any) -> str:
+    """A fresh, empty database of the session's cluster (not migrated)."""
+    return str(pg_cluster.create_database())

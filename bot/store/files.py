@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.forge.types import TaskKey
-from bot.state import DaemonLock, StateStore, TaskState
+from bot.state import Conversation, DaemonLock, StateStore, TaskState, atomic_write
 from bot.store.base import DeliveryMemory, Holder, Lease, QueuedJob, Store, StoreIndex
+from bot.store.transfer import TaskRecord
 from bot.task_index import TaskIndex
 from bot.webhooks.seen import SeenDeliveries
 
@@ -123,6 +124,43 @@ class FileStore(StateStore):
 
     def take(self, limit: int) -> list[QueuedJob]:
         return []
+
+    # -- copying (bot db import / export) -----------------------------------------------------
+
+    def export_task(self, key: TaskKey) -> TaskRecord | None:
+        state = self.load(key)
+        if state is None:
+            return None
+        directory = self.task_dir(key)
+        record = TaskRecord(state, Conversation(directory / "conversation.jsonl").entries())
+        for path in directory.iterdir():
+            match = _OLD_RUN.match(path.name)
+            if match is not None and match.group(1):
+                record.runs[int(match.group(1))] = self.archived_conversation(key, int(match[1]))
+            elif match is not None:
+                record.changesets[int(match.group(2))] = json.loads(path.read_bytes())
+        return record
+
+    def import_task(self, record: TaskRecord) -> None:
+        """Files first, task.json last (atomically): a task appears whole or not at all."""
+        directory = self.task_dir(record.state.task_key())
+        directory.mkdir(parents=True, exist_ok=True)
+        for path in directory.iterdir():
+            if path.name == "conversation.jsonl" or _OLD_RUN.match(path.name):
+                path.unlink()
+        for run, changes in record.changesets.items():
+            data = json.dumps(changes, ensure_ascii=False, indent=1).encode("utf-8")
+            atomic_write(directory / f"changes.run{run}.json", data)
+        for run, entries in record.runs.items():
+            atomic_write(directory / f"conversation.run{run}.jsonl", _jsonl(entries))
+        if record.conversation:
+            atomic_write(directory / "conversation.jsonl", _jsonl(record.conversation))
+        atomic_write(directory / "task.json", record.state.model_dump_json(indent=1).encode())
+
+
+def _jsonl(entries: list[dict[str, Any]]) -> bytes:
+    lines = (json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in entries)
+    return "".join(lines).encode("utf-8")
 
 
 def _size(directory: Path) -> int:

@@ -1,0 +1,41 @@
+"""The connection pool of the postgres backend, with the database's errors translated.
+
+Callers of the store know `StateError` (and its `TaskBusy`, `LeaseLost`), not psycopg: a
+statement that fails because the database is away or refuses it raises `DatabaseError`, its
+text without the password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from bot.state import StateError
+
+
+class DatabaseError(StateError):
+    """The database could not be reached, or refused a statement."""
+
+
+class Pool(ConnectionPool):
+    def __init__(self, dsn: str, *, where: str, password: str, size: int) -> None:
+        super().__init__(dsn, min_size=1, max_size=size, open=False, kwargs={"autocommit": True})
+        self.where = where
+        self._password = password
+
+    def scrub(self, error: BaseException | str) -> str:
+        """An error's text without the password (libpq messages should not hold it anyway)."""
+        text = str(error).strip()
+        return text.replace(self._password, "***") if self._password else text
+
+    @contextlib.contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            with super().connection(timeout) as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise DatabaseError(f"database {self.where}: {self.scrub(exc)}") from None

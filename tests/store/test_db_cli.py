@@ -1,0 +1,90 @@
+"""`bot db migrate | import | export`: exit codes and messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.state import DaemonLock, Status
+from bot.store.files import FileStore
+from tests.store.helpers import file_store, pg_store, state
+
+CONFIG = """
+state_dir: {state_dir}
+github:
+  token: ghp_FAKEdbCLItoken0123456789abcdefAB
+  repositories: [acme/app]
+llm:
+  base_url: http://127.0.0.1:9/v1
+  model: qwen2.5-coder
+  context_window: 32768
+"""
+
+
+def config(tmp_path: Path, dsn: str | None) -> Path:
+    text = CONFIG.format(state_dir=tmp_path / "daemon")
+    if dsn is not None:
+        text += f"store:\n  backend: postgres\n  dsn: '{dsn} password=pw-not-shown'\n"
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    code = main([str(arg) for arg in argv])
+    out, err = capsys.readouterr()
+    assert "pw-not-shown" not in out + err
+    return code, out, err
+
+
+def test_migrate_import_export(
+    tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = config(tmp_path, pg_dsn)
+    source = file_store(tmp_path / "old")
+    source.save(state("github:acme/app#1", Status.DONE, changes={"a": "1"}))
+    source.save(state("github:acme/app#2"))
+    source.close()
+    code, _, err = run(capsys, "db", "import", "-c", cfg, "--from", tmp_path / "old")
+    assert code == 2 and "run `bot db migrate -c" in err
+    assert run(capsys, "db", "migrate", "-c", cfg)[:2] == (
+        0,
+        "applied 0001_initial\ndatabase schema is at version 1\n",
+    )
+    assert run(capsys, "db", "migrate", "-c", cfg)[1] == "database schema is at version 1\n"
+    code, out, _ = run(capsys, "db", "import", "-c", cfg, "--from", tmp_path / "old")
+    assert code == 0 and out.startswith("imported 2 tasks from")
+    assert run(capsys, "db", "import", "-c", cfg, "--from", tmp_path / "old")[1].startswith(
+        "imported 0 tasks"
+    )
+    code, out, _ = run(capsys, "db", "export", "-c", cfg, "--to", tmp_path / "new")
+    assert code == 0 and out.startswith("exported 2 tasks from user=bot dbname=")
+    assert FileStore(tmp_path / "new").all_states() == FileStore(tmp_path / "old").all_states()
+    database = pg_store(pg_dsn)
+    database.save(state("github:acme/app#2", step=5))
+    database.close()
+    code, _, err = run(capsys, "db", "export", "-c", cfg, "--to", tmp_path / "new")
+    assert code == 2 and "task github:acme/app#2 is already in" in err
+
+
+def test_errors_exit_2_naming_the_problem(
+    tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "db", "migrate", "-c", config(tmp_path, None))
+    assert code == 2 and "store.backend postgres" in err
+    cfg = config(tmp_path, pg_dsn)
+    assert run(capsys, "db", "migrate", "-c", cfg)[0] == 0
+    code, _, err = run(capsys, "db", "import", "-c", cfg, "--from", tmp_path / "nothing")
+    assert code == 2 and "no tasks" in err
+    busy = DaemonLock(tmp_path / "live")
+    busy.acquire()  # a daemon runs on this state dir
+    try:
+        code, _, err = run(capsys, "db", "export", "-c", cfg, "--to", tmp_path / "live")
+        assert code == 2 and "in use by another daemon" in err
+    finally:
+        busy.release()
+    away = config(tmp_path, "host=/nonexistent dbname=x")
+    code, _, err = run(capsys, "db", "migrate", "-c", away)
+    assert code == 2 and "cannot migrate database" in err and "/nonexistent" in err
