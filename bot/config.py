@@ -270,7 +270,9 @@ class StoreSettings(_Frozen):
     # A task's lease: renewed every third of this while the work goes on; a daemon that dies
     # or freezes loses its tasks to the others this long after its last renewal.
     lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)
-    pool_size: int = Field(default=4, ge=1, le=64)
+    # Database connections per daemon; default: one per concurrent task, plus three (polls,
+    # the queue, lease renewals).
+    pool_size: int | None = Field(default=None, ge=2, le=256)
 
     @model_validator(mode="after")
     def _dsn_for_postgres(self) -> StoreSettings:

@@ -62,6 +62,7 @@ class Rig:
     forge_timeout: float = 30
     repos: str = REPO  # the configured repositories (projects), comma-separated
     stop: threading.Event = field(default_factory=threading.Event)
+    _store: Store | None = None
 
     @property
     def settings(self) -> Settings:
@@ -120,8 +121,16 @@ class Rig:
         return state
 
     def store(self) -> Store:
-        """The configured store (files in `state_dir`, or PostgreSQL via `extra_config`)."""
-        return build_store(self.settings)
+        """The configured store (files in `state_dir`, or PostgreSQL via `extra_config`), one
+        per rig (each PostgreSQL store holds a connection pool)."""
+        if self._store is None:
+            self._store = build_store(self.settings)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     def conversation(self, thread: SThread) -> list[dict[str, Any]]:
         return self.store().conversation(self.key(thread)).entries()

@@ -21,7 +21,7 @@ def build_store(settings: Settings) -> Store:
     return PostgresStore(
         config.dsn.get_secret_value(),
         lease_seconds=config.lease_seconds,
-        pool_size=config.pool_size,
+        pool_size=config.pool_size or settings.max_concurrent_tasks + 3,
     )
 
 

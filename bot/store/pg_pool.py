@@ -26,6 +26,8 @@ class Pool(ConnectionPool):
         super().__init__(dsn, min_size=1, max_size=size, open=False, kwargs={"autocommit": True})
         self.where = where
         self._password = password
+        self._used = False  # opened once: never again after `close` (the daemon is ending)
+        self.connect_seconds = 15.0
 
     def scrub(self, error: BaseException | str) -> str:
         """An error's text without the password (libpq messages should not hold it anyway)."""
@@ -35,6 +37,10 @@ class Pool(ConnectionPool):
     @contextlib.contextmanager
     def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection[Any]]:
         try:
+            if self.closed and not self._used:
+                # A command that reads the store (`bot status`, `bot prune`) opens no daemon.
+                self.open(wait=True, timeout=self.connect_seconds)
+            self._used = True
             with super().connection(timeout) as conn:
                 yield conn
         except psycopg.Error as exc:

@@ -34,6 +34,16 @@ DELETE FROM jobs WHERE key IN (
 )
 RETURNING key, fresh, queued_at
 """
+# A running task whose lease expired without a release: its daemon died or froze mid-run. It is
+# handed out at once rather than at the next discovery (which may be a poll interval away),
+# unless it is backing off after forge errors (`retry_at`). Two daemons may both be handed the
+# same orphan: the claim lets one of them have it (the other gets TaskBusy).
+_ORPHANS = """
+SELECT key FROM tasks
+WHERE status = 'running' AND lease_owner IS NOT NULL AND lease_expires <= now()
+  AND (state->>'retry_at' IS NULL OR (state->>'retry_at')::timestamptz <= now())
+ORDER BY lease_expires LIMIT %(limit)s
+"""
 MAX_DELIVERIES = 10_000
 _TRIM_DELIVERIES = f"""
 DELETE FROM deliveries WHERE seen_at < now() - interval '30 days' OR id IN (
@@ -57,13 +67,18 @@ def enqueue(pool: Pool, jobs: Iterable[QueuedJob]) -> None:
 
 
 def take(pool: Pool, limit: int) -> list[QueuedJob]:
+    """Queued jobs first, then tasks whose daemon died holding them (orphans)."""
     if limit <= 0:
         return []
     with pool.connection() as conn, conn.transaction():
         conn.execute(_DROP_HELD)
         rows = conn.execute(_TAKE, {"limit": limit}).fetchall()
-    rows.sort(key=lambda row: (row[2], row[0]))  # RETURNING has no order: oldest first
-    return [QueuedJob(TaskKey.parse(key), bool(fresh)) for key, fresh, _at in rows]
+        rows.sort(key=lambda row: (row[2], row[0]))  # RETURNING has no order: oldest first
+        jobs = [QueuedJob(TaskKey.parse(key), bool(fresh)) for key, fresh, _at in rows]
+        if len(jobs) < limit:
+            orphans = conn.execute(_ORPHANS, {"limit": limit - len(jobs)}).fetchall()
+            jobs += [QueuedJob(TaskKey.parse(key), False) for (key,) in orphans]
+    return jobs
 
 
 class PgDeliveries:

@@ -41,6 +41,7 @@ class PostgresStore:
         self._where, self._password = _describe(dsn)
         self._lease_seconds = lease_seconds
         self._pool = Pool(dsn, where=self._where, password=self._password, size=pool_size)
+        self._pool.connect_seconds = connect_seconds
         self._daemon = ""
         self._fence: PgLease | None = None  # set on the views `fenced` returns
         self._deliveries: pg_queue.PgDeliveries | None = None

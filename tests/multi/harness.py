@@ -45,6 +45,7 @@ class Fleet:
 
     configs: list[Path]
     procs: list[subprocess.Popen[str] | None] = field(default_factory=list)
+    _store: Store | None = None
 
     def __post_init__(self) -> None:
         self.procs = [None] * len(self.configs)
@@ -97,9 +98,15 @@ class Fleet:
                 proc.kill()
                 proc.wait()
             self.procs[i] = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     def store(self) -> Store:
-        return build_store(load_settings(self.configs[0]))
+        """The shared store, as the test sees it (one pool for the whole test)."""
+        if self._store is None:
+            self._store = build_store(load_settings(self.configs[0]))
+        return self._store
 
 
 def wait_until(predicate: object, timeout: float, what: str, step: float = 0.2) -> None:
