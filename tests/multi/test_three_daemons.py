@@ -76,9 +76,13 @@ class Commenter:
 
 
 def _all_done(fleet: Fleet, threads: list[tuple[str, int]]) -> bool:
+    """Every task done, its labels too (a daemon killed between the two leaves the labels to
+    the next discovery)."""
     store = fleet.store()
     return all(
-        (state := store.load(key(p, n))) is not None and state.status is Status.DONE
+        (state := store.load(key(p, n))) is not None
+        and state.status is Status.DONE
+        and state.labels_applied == Status.DONE
         for p, n in threads
     )
 
