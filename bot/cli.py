@@ -31,7 +31,7 @@ from bot.llm.factory import build_llm
 from bot.metrics import Metrics
 from bot.notify import Notifier
 from bot.prune import parse_duration, prune
-from bot.state import StateError
+from bot.state import DatabaseError, StateError
 from bot.store.factory import build_store
 from bot.webhooks.factory import build_webhooks
 
@@ -270,6 +270,9 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
         sources = build_sources(settings, stop, metrics)
         daemon = Daemon(settings, sources, build_llm(settings.llm, stop), stop, metrics, notifier)
         daemon.initialize()
+    except DatabaseError as exc:  # away for now (a restart may find it): not the config's fault
+        log.error("database_unavailable", error=str(exc))
+        return EXIT_FAILURE
     except StateError as exc:
         print(f"bot: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -32,7 +32,7 @@ from bot.llm.base import LLMClient
 from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.notify import Notifier
-from bot.state import LeaseLost, StateError, Status, TaskBusy, TaskState
+from bot.state import DatabaseError, LeaseLost, StateError, Status, TaskBusy, TaskState
 from bot.store.base import QueuedJob, Store
 from bot.store.factory import build_store, daemon_name
 
@@ -384,6 +384,11 @@ class Daemon:
             return Outcome.INTERRUPTED
         except LeaseLost:
             log.warning("lease_lost", task=str(job.key))
+            return Outcome.INTERRUPTED
+        except DatabaseError as exc:
+            # The shared store is away: the lease runs out and any daemon resumes the task
+            # from its last saved state once the database is back.
+            log.error("database_unavailable", task=str(job.key), error=str(exc))
             return Outcome.INTERRUPTED
         except AuthError as exc:
             self._token_rejected(worker.source.forge.platform.value, exc, task=str(job.key))

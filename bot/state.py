@@ -34,6 +34,10 @@ class TaskBusy(StateError):
     """Another worker holds this task's lock."""
 
 
+class DatabaseError(StateError):
+    """The database could not be reached, or refused a statement (postgres backend)."""
+
+
 class LeaseLost(StateError):
     """This daemon's lease on a task has expired or moved to another daemon: it must not act."""
 

@@ -277,3 +277,14 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
         ["systemd-analyze", "verify", str(target)], capture_output=True, text=True, check=False
     )
     assert "Unknown key 'Tpye'" in broken.stderr
+
+
+def test_every_log_event_is_documented() -> None:
+    """Operators look events up in docs/log-events.md: a new event without a line fails here."""
+    documented = (ROOT / "docs" / "log-events.md").read_text()
+    call = re.compile(r"\blog\.(?:debug|info|warning|error|exception)\(\s*\"([a-z_]+)\"")
+    events = {
+        name for path in (ROOT / "bot").rglob("*.py") for name in call.findall(path.read_text())
+    }
+    assert len(events) > 50  # the pattern still finds the calls
+    assert sorted(e for e in events if f"`{e}`" not in documented) == []

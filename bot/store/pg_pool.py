@@ -14,11 +14,9 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from bot.state import StateError
+from bot.state import DatabaseError
 
-
-class DatabaseError(StateError):
-    """The database could not be reached, or refused a statement."""
+__all__ = ["DatabaseError", "Pool"]
 
 
 class Pool(ConnectionPool):

@@ -23,7 +23,7 @@ from bot.store import pg_conversation, pg_queue, pg_tasks, schema
 from bot.store.base import DeliveryMemory, Holder, Lease, QueuedJob, Store, StoreIndex
 from bot.store.pg_conversation import PgConversation
 from bot.store.pg_lease import PgLease, held
-from bot.store.pg_pool import Pool
+from bot.store.pg_pool import DatabaseError, Pool
 from bot.store.transfer import TaskRecord
 
 _SIZE = """
@@ -63,7 +63,7 @@ class PostgresStore:
                 schema.check(conn, self._where)
         except psycopg.Error as exc:  # the pool did not get its first connection in time
             self._pool.close()
-            raise StateError(f"cannot use database {self._where}: {self.scrub(exc)}") from None
+            raise DatabaseError(f"cannot use database {self._where}: {self.scrub(exc)}") from None
         except StateError:
             self._pool.close()
             raise
