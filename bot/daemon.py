@@ -371,6 +371,11 @@ class Daemon:
     def _done(self, name: str, _future: Future[Outcome]) -> None:
         with self._guard:
             self._in_flight.pop(name, None)
+        if self.store.shared:  # a worker is free: the next queued job now, not at the tick
+            try:
+                self.take()
+            except StateError as exc:  # the database away: the tick tries again
+                log.warning("take_failed", error=str(exc))
 
     def _work(self, worker: _Worker, job: Job) -> Outcome:
         try:

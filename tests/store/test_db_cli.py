@@ -9,7 +9,7 @@ import pytest
 from bot.cli import main
 from bot.state import DaemonLock, Status
 from bot.store.files import FileStore
-from tests.store.helpers import file_store, pg_store, state
+from tests.store.helpers import KEY, file_store, migrated, pg_store, state
 
 CONFIG = """
 state_dir: {state_dir}
@@ -88,3 +88,24 @@ def test_errors_exit_2_naming_the_problem(
     away = config(tmp_path, "host=/nonexistent dbname=x")
     code, _, err = run(capsys, "db", "migrate", "-c", away)
     assert code == 2 and "cannot migrate database" in err and "/nonexistent" in err
+
+
+def test_status_shows_which_daemon_holds_which_task(
+    tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = config(tmp_path, migrated(pg_dsn))
+    store = pg_store(pg_dsn, daemon="bot-on-host-b")
+    store.save(state("github:acme/app#1"))
+    store.save(state("github:acme/app#2", Status.DONE))
+    try:
+        with store.task_lock(KEY):
+            code, out, _ = run(capsys, "status", "-c", cfg)
+    finally:
+        store.close()
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "worked by" in out.splitlines()[0]
+    assert "bot-on-host-b (lease to" in lines["github:acme/app#1"]
+    assert "bot-on-host-b" not in lines["github:acme/app#2"]
+    code, out, _ = run(capsys, "status", "-c", cfg)  # released: nobody holds it
+    assert code == 0 and "bot-on-host-b" not in out
