@@ -81,7 +81,16 @@ def takeover(cluster: Cluster, lease: float) -> float:
         store = fleet.store()
         fleet.start_all()
         try:
-            wait_until(lambda: task in store.holders(), 60, "a holder", step=0.05)
+            wait_until(  # at work: held, and a few steps into the task
+                lambda: (
+                    task in store.holders()
+                    and (s := store.load(key("github", thread.number))) is not None
+                    and s.step >= 2
+                ),
+                60,
+                "a holder at work",
+                step=0.05,
+            )
             first = store.holders()[task].daemon
             fleet.kill(int(first.removeprefix("d")))
             killed = time.monotonic()

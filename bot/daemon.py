@@ -127,6 +127,12 @@ class Daemon:
     def initialize(self) -> None:
         """Take the store and learn who we are on each forge (raises on failure)."""
         self.store.open(self.name)
+        try:  # the local part of the state (heartbeat, caches), whichever the store
+            self.settings.state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(
+                f"cannot use state dir {self.settings.state_dir}: {exc.strerror}"
+            ) from None
         for source in self.sources:
             me = source.forge.whoami()
             log.info("forge_identity", platform=source.forge.platform.value, login=me.login)

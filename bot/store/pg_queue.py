@@ -34,13 +34,15 @@ DELETE FROM jobs WHERE key IN (
 )
 RETURNING key, fresh, queued_at
 """
-# A running task whose lease expired without a release: its daemon died or froze mid-run. It is
+# A running task whose lease expired without a release: its daemon died or froze mid-run (or
+# while starting it, before its first save: no state yet, so it starts again). It is
 # handed out at once rather than at the next discovery (which may be a poll interval away),
 # unless it is backing off after forge errors (`retry_at`). Two daemons may both be handed the
 # same orphan: the claim lets one of them have it (the other gets TaskBusy).
 _ORPHANS = """
 SELECT key FROM tasks
-WHERE status = 'running' AND lease_owner IS NOT NULL AND lease_expires <= now()
+WHERE (status = 'running' OR state IS NULL) AND lease_owner IS NOT NULL
+  AND lease_expires <= now()
   AND (state->>'retry_at' IS NULL OR (state->>'retry_at')::timestamptz <= now())
 ORDER BY lease_expires LIMIT %(limit)s
 """

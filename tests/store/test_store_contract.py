@@ -300,6 +300,33 @@ def test_jobs_of_held_tasks_are_not_handed_out(two: tuple[PostgresStore, Postgre
     assert second.take(10) == []  # dropped: the next discovery plans it again if needed
 
 
+def test_tasks_of_a_dead_daemon_are_handed_out_once_their_lease_expires(
+    two: tuple[PostgresStore, PostgresStore], db: str
+) -> None:
+    first, second = two
+    keys = {n: state(f"github:acme/app#{n}").task_key() for n in range(1, 7)}
+    first.save(state(keys[1]))  # running: its daemon died mid-run
+    first.save(state(keys[2], retry_at="2999-01-01T00:00:00Z"))  # backing off: not yet
+    first.save(state(keys[3], Status.PAUSED))  # paused: the controls are for discovery
+    first.save(state(keys[4]))  # running, released cleanly (SIGTERM): discovery resumes it
+    first.save(state(keys[6]))  # running, its daemon alive
+    dead = "UPDATE tasks SET lease_owner = 'dead', lease_token = 1, lease_expires = now() {}"
+    sql(db, dead.format("- interval '1 second'") + " WHERE key <> %s", str(keys[4]))
+    sql(db, dead.format("+ interval '1 hour'") + " WHERE key = %s", str(keys[6]))
+    # Claimed, then killed before the first save: a lease row without state.
+    sql(
+        db,
+        "INSERT INTO tasks (key, lease_owner, lease_token, lease_expires)"
+        " VALUES (%s, 'dead', 2, now() - interval '1 second')",
+        str(keys[5]),
+    )
+    taken = second.take(10)
+    assert sorted(job.key for job in taken) == [keys[1], keys[5]]
+    assert all(not job.fresh for job in taken)
+    with second.task_lock(keys[1]):
+        assert keys[1] not in [job.key for job in first.take(10)]  # held again: not an orphan
+
+
 def test_one_leader_per_role_until_it_expires(two: tuple[PostgresStore, PostgresStore]) -> None:
     first, second = two
     assert first.lead("discovery:github", 0.5)
