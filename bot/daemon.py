@@ -32,7 +32,7 @@ from bot.llm.base import LLMClient
 from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.notify import Notifier
-from bot.state import DatabaseError, LeaseLost, StateError, Status, TaskBusy, TaskState
+from bot.state import DaemonLock, DatabaseError, LeaseLost, StateError, Status, TaskBusy, TaskState
 from bot.store.base import QueuedJob, Store
 from bot.store.factory import build_store, daemon_name
 
@@ -109,6 +109,7 @@ class Daemon:
         self.store: Store = build_store(settings)
         self.index = self.store.index()  # a poll reads only the tasks that changed
         self.name = daemon_name(settings)
+        self._local_lock = DaemonLock(settings.state_dir)
         self._pool = ThreadPoolExecutor(settings.max_concurrent_tasks, thread_name_prefix="task")
         self._checks = ThreadPoolExecutor(1, thread_name_prefix="thread-check")  # webhooks
         self._in_flight: dict[str, Future[Outcome]] = {}
@@ -127,12 +128,10 @@ class Daemon:
     def initialize(self) -> None:
         """Take the store and learn who we are on each forge (raises on failure)."""
         self.store.open(self.name)
-        try:  # the local part of the state (heartbeat, caches), whichever the store
-            self.settings.state_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StateError(
-                f"cannot use state dir {self.settings.state_dir}: {exc.strerror}"
-            ) from None
+        if self.store.shared:
+            # The local part (heartbeat, snapshot cache) is still one daemon's: the files store
+            # holds this lock itself.
+            self._local_lock.acquire()
         for source in self.sources:
             me = source.forge.whoami()
             log.info("forge_identity", platform=source.forge.platform.value, login=me.login)
@@ -191,6 +190,7 @@ class Daemon:
         self._checks.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True)
         self.store.close()
+        self._local_lock.release()
 
     # -- work ---------------------------------------------------------------------------------
 

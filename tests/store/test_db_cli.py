@@ -109,3 +109,16 @@ def test_status_shows_which_daemon_holds_which_task(
     assert "bot-on-host-b" not in lines["github:acme/app#2"]
     code, out, _ = run(capsys, "status", "-c", cfg)  # released: nobody holds it
     assert code == 0 and "bot-on-host-b" not in out
+
+
+def test_two_daemons_on_one_database_still_need_a_state_dir_each(
+    tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = config(tmp_path, migrated(pg_dsn))
+    other = DaemonLock(tmp_path / "daemon")  # another daemon on this machine, same state_dir
+    other.acquire()
+    try:
+        code, _, err = run(capsys, "run", "--once", "-c", cfg)
+    finally:
+        other.release()
+    assert code == 2 and "is in use by another daemon" in err
