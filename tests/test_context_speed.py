@@ -70,6 +70,7 @@ def test_a_bare_file_name_resolves_through_the_listing_like_through_the_paths(
     write_index(tmp_path)
     listing = snapshot_listing(tmp_path)
     text = "See a.py and b.py, and src/b.py."
+    assert listing.by_name["a.py"] == "src/a.py" and listing.by_name["b.py"] is None
     assert named_paths(text, listing.known, lambda: listing.by_name) == ["src/a.py", "src/b.py"]
     assert named_paths(text, set(listing.paths)) == ["src/a.py", "src/b.py"]
 

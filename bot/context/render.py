@@ -235,13 +235,13 @@ _CAMEL = re.compile(r"[a-z][A-Z]")
 def named_paths(
     text: str,
     known: AbstractSet[str],
-    by_name: Callable[[], Mapping[str, Sequence[str]]] | None = None,
+    by_name: Callable[[], Mapping[str, str | None]] | None = None,
 ) -> list[str]:
     """Paths the people wrote that exist in the repository (also by unique file name).
 
-    `by_name()`: file name -> paths among `known` (a snapshot keeps one made once); asked for
-    only if a bare file name is written, and made here when not given."""
-    names: Mapping[str, Sequence[str]] | None = None
+    `by_name()`: file name -> its path among `known`, None when several have it (a snapshot
+    keeps one made once); asked for only if a bare file name is written, else made here."""
+    names: Mapping[str, str | None] | None = None
     found: list[str] = []
     for match in _PATH.findall(text):
         candidate = match.strip("./")
@@ -249,16 +249,19 @@ def named_paths(
             found.append(candidate)
             continue
         if names is None:
-            names = by_name() if by_name is not None else _by_name(known)
-        if len(names.get(candidate, ())) == 1:
-            found.append(names[candidate][0])
+            names = by_name() if by_name is not None else unique_names(known)
+        path = names.get(candidate)
+        if path is not None:
+            found.append(path)
     return list(dict.fromkeys(found))
 
 
-def _by_name(known: Iterable[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for path in known:
-        out.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+def unique_names(paths: Iterable[str]) -> dict[str, str | None]:
+    """File name -> its path, or None when several of `paths` have that name."""
+    out: dict[str, str | None] = {}
+    for path in paths:
+        name = path.rpartition("/")[2]
+        out[name] = None if name in out else path
     return out
 
 
