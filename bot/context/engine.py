@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bot.agent.listing import Listing
 from bot.agent.snapshot import cached_trees, snapshot_trees
 from bot.agent.workspace import Workspace, WorkspaceError, is_binary
 from bot.comments import NewComment
@@ -192,9 +193,8 @@ def _thread_candidates(
 
 
 def _repository_candidates(workspace: Workspace, people_text: str) -> list[Candidate]:
-    entries = list(workspace.files())
-    paths = [e.path for e in entries]
-    known = set(paths)
+    listing = workspace.listing()  # paths and sizes, not one object per file
+    paths, known = listing.paths, listing.known
     trees = _trees(workspace, paths)
     out = [
         Candidate(
@@ -222,14 +222,14 @@ def _repository_candidates(workspace: Workspace, people_text: str) -> list[Candi
                     prefer_summary=True,
                 )
             )
-    explicit = named_paths(people_text, known)
+    explicit = named_paths(people_text, known, lambda: listing.by_name)
     for n, path in enumerate(explicit):
         text = _read(workspace, path)
         if text is not None:
             out.append(
                 _file_candidate(path, text, Reason.EXPLICIT, rank=50 + n, prefer_summary=False)
             )
-    for n, path in enumerate(_search_hits(workspace, entries, people_text, exclude=set(explicit))):
+    for n, path in enumerate(_search_hits(workspace, listing, people_text, exclude=set(explicit))):
         text = _read(workspace, path)
         if text is not None:
             out.append(
@@ -294,20 +294,21 @@ def _trees(workspace: Workspace, paths: Sequence[str]) -> dict[str, str]:
     return snapshot_trees(list(paths))
 
 
-def _search_hits(
-    workspace: Workspace, entries: Sequence[object], text: str, exclude: set[str]
-) -> list[str]:
+def _search_hits(workspace: Workspace, listing: Listing, text: str, exclude: set[str]) -> list[str]:
     identifiers = named_identifiers(text)[:10]
     if not identifiers:
         return []
     pattern = re.compile(r"\b(" + "|".join(re.escape(i) for i in identifiers) + r")\b")
+    # Identifiers are ASCII, and an ASCII character of the decoded text is the same byte in
+    # the file: a file without any of them as bytes has no hit, so it is not decoded.
+    raw = re.compile("|".join(re.escape(i) for i in identifiers).encode("ascii"))
     scored: list[tuple[int, str]] = []
-    for entry in list(entries)[:MAX_SEARCH_FILES]:
-        path = getattr(entry, "path", "")
-        if path in exclude or getattr(entry, "size", 0) > MAX_FILE_READ:
+    head = MAX_SEARCH_FILES
+    for path, size in zip(listing.paths[:head], listing.sizes[:head], strict=True):
+        if path in exclude or size > MAX_FILE_READ:
             continue
         data = workspace.read_listed(path)  # listed by files(): no path checks needed
-        if data is None or len(data) > MAX_FILE_READ or is_binary(data):
+        if data is None or len(data) > MAX_FILE_READ or not raw.search(data) or is_binary(data):
             continue
         hits = len(pattern.findall(data.decode("utf-8", errors="replace")))
         if hits:

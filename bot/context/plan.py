@@ -153,7 +153,6 @@ def _required(candidate: Candidate, room: int, counter: TokenCounter) -> Choice:
 
 def _optional(candidate: Candidate, left: int, counter: TokenCounter) -> Choice:
     full_cost = counter.count(candidate.full)
-    summary_cost = counter.count(candidate.summary) if candidate.summary else 0
     plentiful = full_cost <= left // 4
     if full_cost <= left and (not candidate.prefer_summary or plentiful or not candidate.summary):
         return Choice(
@@ -164,6 +163,7 @@ def _optional(candidate: Candidate, left: int, counter: TokenCounter) -> Choice:
             candidate.reason,
             candidate.full,
         )
+    summary_cost = counter.count(candidate.summary) if candidate.summary else 0  # only now
     if candidate.summary and summary_cost <= left:
         return Choice(
             candidate.source,

