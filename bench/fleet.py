@@ -1,7 +1,7 @@
 """Several daemons on one PostgreSQL database: throughput with 1, 2 and 3 daemons, and how long
 a SIGKILLed daemon's task takes to move on to another one.
 
-Run: .venv/bin/python -m bench.fleet [--tasks 24] [--delay 0.5] [--lease 3] [--kills 3]
+Run: .venv/bin/python -m bench.fleet [--tasks 36] [--delay 1.0] [--lease 3] [--kills 3]
 
 Real `bot run` processes, a throwaway PostgreSQL cluster (`initdb` in a temp dir, Unix socket),
 the emulator and the scripted model. Each task is three model calls of `--delay` seconds (the
@@ -107,8 +107,8 @@ def takeover(cluster: Cluster, lease: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=24)
-    parser.add_argument("--delay", type=float, default=0.5)
+    parser.add_argument("--tasks", type=int, default=36)
+    parser.add_argument("--delay", type=float, default=1.0)
     parser.add_argument("--lease", type=float, default=3.0)
     parser.add_argument("--kills", type=int, default=3)
     args = parser.parse_args()
