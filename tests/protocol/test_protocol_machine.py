@@ -55,7 +55,7 @@ from tests.rig import Rig, comment_id
 EXAMPLES = int(os.environ.get("PROTOCOL_EXAMPLES", "15"))
 LABELS = LabelSettings()
 STATUS_LABELS = {label_for(s, LABELS) for s in Status}
-MARKER = re.compile(r"<!-- bot:[^>]*:(\d+) -->")
+MARKER = re.compile(r"<!-- bot:[^>]*:(?:ignored-(?:label:)?)?(\d+) -->")
 COMMANDS = ("pause", "resume", "stop")
 CONTROL_LABELS = {"paused": LABELS.paused, "stopped": LABELS.stopped, "trigger": LABELS.trigger}
 # What the bot may say while a mode is in force: the state's own announcement, and that it
@@ -102,6 +102,7 @@ class Protocol(RuleBasedStateMachine):
         self.controls: list[tuple[int, str]] = []  # (world sequence, event) in order
         self.commits: list[int] = []  # world sequence of every commit pushed after seeding
         self.counter = 0
+        self.polled = 0  # world sequence at the start of the last poll
         self._watch_commits()
 
     def teardown(self) -> None:
@@ -266,6 +267,7 @@ class Protocol(RuleBasedStateMachine):
         assert self.daemon is not None
         before = self._status()
         start = self._seq()  # a run that starts in this poll starts here: before any model call
+        self.polled = start
         self.rig.stop.clear()
         self.daemon.run_once()
         state = self._state()
@@ -317,9 +319,11 @@ class Protocol(RuleBasedStateMachine):
         events = self.thread.events
         return [e for e in events if e.kind == kind and e.actor.login == "coding-bot"]
 
-    def _latest(self, kind: str, name: str) -> SEvent | None:
+    def _latest(self, kind: str | None, name: str) -> SEvent | None:
+        """The newest event of `kind` (any kind: None) on the label `name`."""
         assert self.thread is not None
-        found = [e for e in self.thread.events if e.kind == kind and e.name == name]
+        events = self.thread.events
+        found = [e for e in events if kind in (None, e.kind) and e.name == name]
         return found[-1] if found else None
 
     def _non_writers_controls_undone(self, start: int, status: Status) -> None:
@@ -501,7 +505,16 @@ class Protocol(RuleBasedStateMachine):
         if state.labels_applied != state.status:
             return  # owed, and repaired by the next run (the state says so)
         shown = set(self.thread.labels) & STATUS_LABELS
-        assert shown == {label_for(state.status, LABELS)}, (state.status, self.thread.labels)
+        own = label_for(state.status, LABELS)
+        # A person's change the bot has not checked yet: made since the last poll began, or
+        # on a finished task (no check runs for it)
+        unseen = set()
+        for name in STATUS_LABELS:
+            event = self._latest(None, name)
+            human = event is not None and event.actor.login != "coding-bot"
+            if human and event is not None and (state.status.terminal or event.id > self.polled):
+                unseen.add(name)
+        assert shown - unseen == {own} - unseen, (state.status, self.thread.labels)
 
 
 def _mode_at(controls: list[tuple[int, str]], seq: int) -> str:
