@@ -11,7 +11,11 @@ After every rule, from the forge and the state dir:
 - no comment version is delivered twice in one run, and delivered talk reached the model;
 - the fetch cursor never passes a version that is neither delivered nor deliberately skipped;
 - a task that reached `done` settled every human comment version on the thread;
-- no note was posted while a writer's pause or stop, or a close, was in force;
+- while a writer's pause or stop (command or label), or a close, was in force: no bot comment
+  but the state's own announcement (or a notice that a non-writer's control was ignored), no
+  commit, no pull request, no label added but the state's own;
+- a poll that checked an open task undid the paused or stopped label `bob` (read access)
+  changed before it, each with a notice naming that label event (said once: the markers);
 - no bot comment was posted twice; the status label matches the saved status.
 
 CI runs `PROTOCOL_EXAMPLES` examples (default 15) per forge and clock; set it higher to search
