@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from enum import StrEnum
 
 from bot.comments import Identity, NewComment, Trust
@@ -43,6 +44,11 @@ class Split:
     pure: list[NewComment]  # comments that were nothing but a command
     # Comments whose command is obeyed now and whose other text is in `talk`.
     obeyed: list[NewComment] = field(default_factory=list)
+    times: list[datetime] = field(default_factory=list)  # when each command was written
+
+    def commands_after(self, at: datetime) -> list[Command]:
+        """The commands written after `at` (one second is a tie: not after)."""
+        return [c for c, when in zip(self.commands, self.times, strict=True) if when > at]
 
 
 def split_commands(
@@ -65,6 +71,7 @@ def split_commands(
         again = done.get(item.comment.id, "") >= format_time(item.comment.updated_at)
         if not again:
             split.commands.append(command)
+            split.times.append(item.comment.created_at)
         if rest:
             split.talk.append(replace(item, comment=replace(item.comment, body=rest)))
             if not again:

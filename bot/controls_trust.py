@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from bot.comments import Trust
 from bot.config import LabelSettings
@@ -93,6 +94,11 @@ class Gate:
             self.forge.add_labels(self.key, [self.labels.paused])
             self._ignore(removal)
         return frozenset(kept)
+
+    def labelled_at(self, name: str) -> datetime | None:
+        """When the label `name` was last added (None: the forge has no record of it)."""
+        event = _latest(self.forge.control_events(self.key), "labeled", name)
+        return None if event is None else event.at
 
     # -- internals ------------------------------------------------------------------------------
 

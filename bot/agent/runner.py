@@ -166,6 +166,7 @@ class _Run:
         self.safe.trusted_labels = lambda current: self.gate.filter(
             current, self.state.status, self.state.labels_applied
         )
+        self.safe.labelled_at = self.gate.labelled_at
         self._workspace: Workspace | None = None
         self._session: CommandSession | None = None
         self._toolbox = self._tools()

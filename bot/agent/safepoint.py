@@ -25,7 +25,7 @@ from bot.agent.lifecycle import Lifecycle
 from bot.agent.outcome import Outcome
 from bot.comments import CommentDetectionManager, NewComment
 from bot.config import LabelSettings
-from bot.controls import Decision, decide, split_commands
+from bot.controls import Command, Decision, Split, decide, split_commands
 from bot.forge._util import format_time
 from bot.forge.base import Forge
 from bot.forge.errors import ForgeError, NotFound
@@ -73,6 +73,8 @@ class SafePoint:
         self.thread: Thread | None = None  # as last read
         # The thread's labels as trusted people left them (bot/controls_trust.py).
         self.trusted_labels: Callable[[frozenset[str]], frozenset[str]] = lambda labels: labels
+        # When a label was last added, from the forge's events (bot/controls_trust.py).
+        self.labelled_at: Callable[[str], datetime | None] = lambda name: None
         self.step: Callable[[], int] = lambda: lifecycle.state.step
 
     def read_thread(self) -> Check:
@@ -99,7 +101,7 @@ class SafePoint:
         fresh = self.detector.check_for_new_comments()
         split = split_commands(fresh, obeyed=self.detector.obeyed)
         self._record_commands(split.pure, split.obeyed, [str(c) for c in split.commands])
-        decision = decide(self.lifecycle.labels, split.commands, self.label_settings)
+        decision = decide(self.lifecycle.labels, self._commands(split), self.label_settings)
         if decision is Decision.STOP:
             return Check(halt=self.lifecycle.stop())
         if decision is Decision.PAUSE:
@@ -111,6 +113,20 @@ class SafePoint:
             return Check()
         self._deliver(split.talk)
         return Check(delivered=True)
+
+    def _commands(self, split: Split) -> list[Command]:
+        """The commands that count against the labels: a person's paused label added after a
+        `/bot resume` or `/bot` is the newer control and is not cancelled by it (same second:
+        the pause wins, the side without side effects). The bot's own paused label on a paused
+        task is older than any command it has not read yet: no lookup."""
+        paused = self.label_settings.paused
+        state = self.lifecycle.state
+        own = state.status is Status.PAUSED and state.labels_applied == Status.PAUSED.value
+        unpause = {Command.RESUME, Command.START} & set(split.commands)
+        if paused not in self.lifecycle.labels or own or not unpause:
+            return split.commands
+        at = self.labelled_at(paused)
+        return split.commands if at is None else split.commands_after(at)
 
     def _record_commands(
         self, pure: list[NewComment], obeyed: list[NewComment], commands: list[str]

@@ -11,7 +11,11 @@ After every rule, from the forge and the state dir:
 - no comment version is delivered twice in one run, and delivered talk reached the model;
 - the fetch cursor never passes a version that is neither delivered nor deliberately skipped;
 - a task that reached `done` settled every human comment version on the thread;
-- no note was posted while a writer's pause or stop, or a close, was in force;
+- while a writer's pause or stop (command or label), or a close, was in force: no bot comment
+  but the state's own announcement (or a notice that a non-writer's control was ignored), no
+  commit, no pull request, no label added but the state's own;
+- a poll that checked an open task undid the paused or stopped label `bob` (read access)
+  changed before it, each with a notice naming that label event (said once: the markers);
 - no bot comment was posted twice; the status label matches the saved status.
 
 CI runs `PROTOCOL_EXAMPLES` examples (default 15) per forge and clock; set it higher to search
@@ -40,13 +44,14 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from bot.agent.lifecycle import CLOSED_NOTE, PAUSED_NOTE, STOPPED_NOTE
 from bot.config import LabelSettings
 from bot.daemon import Daemon
 from bot.forge._util import format_time
 from bot.labels import label_for
 from bot.sandbox.forge_server import ForgeServer
 from bot.sandbox.llm_server import LLMServer
-from bot.sandbox.world import SComment, StepClock, SThread
+from bot.sandbox.world import SComment, SEvent, StepClock, SThread
 from bot.state import StateStore, Status, TaskState
 from tests.conftest import ALICE_TOKEN, BOT_TOKEN, REPO
 from tests.rig import Rig, comment_id
@@ -54,8 +59,17 @@ from tests.rig import Rig, comment_id
 EXAMPLES = int(os.environ.get("PROTOCOL_EXAMPLES", "15"))
 LABELS = LabelSettings()
 STATUS_LABELS = {label_for(s, LABELS) for s in Status}
-MARKER = re.compile(r"<!-- bot:[^>]*:(\d+) -->")
+MARKER = re.compile(r"<!-- bot:[^>]*:(?:ignored-(?:label:)?)?(\d+) -->")
 COMMANDS = ("pause", "resume", "stop")
+CONTROL_LABELS = {"paused": LABELS.paused, "stopped": LABELS.stopped, "trigger": LABELS.trigger}
+# What the bot may say while a mode is in force: the state's own announcement, and that it
+# ignored a non-writer's control (controls_trust.py says so whatever the task is doing).
+ALLOWED_SAYING = {
+    "paused": (PAUSED_NOTE,),
+    "stopped": (STOPPED_NOTE,),
+    "closed": (CLOSED_NOTE, STOPPED_NOTE),
+}
+IGNORED = re.compile(r"<!-- bot:[^>]*:ignored-(?:label:)?(\d+) -->")  # GitLab: label:<id>
 
 
 def seeded_server(step_clock: bool) -> ForgeServer:
@@ -90,7 +104,10 @@ class Protocol(RuleBasedStateMachine):
         self.turns: list[dict[str, Any]] = []  # scripted replies, oldest first
         self.talk: list[int] = []  # raw ids of human comments the rules may edit or delete
         self.controls: list[tuple[int, str]] = []  # (world sequence, event) in order
+        self.commits: list[int] = []  # world sequence of every commit pushed after seeding
         self.counter = 0
+        self.polled = 0  # world sequence at the start of the last poll
+        self._watch_commits()
 
     def teardown(self) -> None:
         if self.daemon is not None:
@@ -125,6 +142,17 @@ class Protocol(RuleBasedStateMachine):
         # reply's tool call is left pending for the next process (a cut turn).
         self.rig.stop.set()
         return {"tool_calls": [("post_comment", {"body": f"note-idle-{self._next()}"})]}
+
+    def _watch_commits(self) -> None:
+        """Record when each commit is made, on the world's clock of events."""
+        repo = self.server.world.repo(self.platform, REPO)
+        commit = repo.commit
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            self.commits.append(self._seq())
+            return commit(*args, **kwargs)
+
+        repo.commit = recorded  # type: ignore[method-assign]
 
     # -- rules ----------------------------------------------------------------------------------
 
@@ -178,6 +206,23 @@ class Protocol(RuleBasedStateMachine):
 
         self._event(during_model, apply)
 
+    @rule(
+        which=st.sampled_from(sorted(CONTROL_LABELS)),
+        add=st.booleans(),
+        writer=st.booleans(),
+        during_model=st.booleans(),
+    )
+    def label(self, which: str, add: bool, writer: bool, during_model: bool) -> None:
+        """A person adds or removes the paused, stopped or trigger label."""
+        actor = "alice" if writer else "bob"
+
+        def apply() -> None:
+            event = self._toggle(CONTROL_LABELS[which], add, actor)
+            if event is not None and writer:
+                self.controls.append((event.id, f"{'+' if add else '-'}{which}"))
+
+        self._event(during_model, apply)
+
     @rule(during_model=st.booleans())
     def close(self, during_model: bool) -> None:
         def apply() -> None:
@@ -226,6 +271,7 @@ class Protocol(RuleBasedStateMachine):
         assert self.daemon is not None
         before = self._status()
         start = self._seq()  # a run that starts in this poll starts here: before any model call
+        self.polled = start
         self.rig.stop.clear()
         self.daemon.run_once()
         state = self._state()
@@ -235,6 +281,8 @@ class Protocol(RuleBasedStateMachine):
             self.controls.append((start, "run"))  # older commands are history to a new run
         if state.status is Status.DONE and before != (state.run, "done"):
             self._all_settled(state)
+        if state.status in (Status.RUNNING, Status.PAUSED) and self.thread.state == "open":
+            self._non_writers_controls_undone(start, state.status)
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -245,9 +293,81 @@ class Protocol(RuleBasedStateMachine):
             self.platform, REPO, self.thread.number, body, author=author, kind="issue"
         )
 
+    def _toggle(self, name: str, add: bool, actor: str) -> SEvent | None:
+        """Add or remove one label as `actor`, atomically against the bot's own changes; the
+        forge's event, or None when nothing changed (no event on the forge either)."""
+        assert self.thread is not None
+        world = self.server.world
+        with world.lock:
+            labels = list(self.thread.labels)
+            if (name in labels) == add:
+                return None
+            if not add and name == LABELS.stopped and not self._stopped_seen():
+                return None  # see _mode_at: a stop the bot never saw cannot be taken back
+            changed = [*labels, name] if add else [x for x in labels if x != name]
+            world.set_labels(
+                self.platform, REPO, self.thread.number, changed, kind="issue", actor=actor
+            )
+            return self.thread.events[-1]
+
+    def _stopped_seen(self) -> bool:
+        state = self._state()
+        return state is not None and state.status is Status.STOPPED
+
     def _set_state(self, state: str) -> None:
         assert self.thread is not None
         self.server.world.set_state(self.platform, REPO, self.thread.number, state, kind="issue")
+
+    def _bot_events(self, kind: str) -> list[SEvent]:
+        assert self.thread is not None
+        events = self.thread.events
+        return [e for e in events if e.kind == kind and e.actor.login == "coding-bot"]
+
+    def _latest(self, kind: str | None, name: str) -> SEvent | None:
+        """The newest event of `kind` (any kind: None) on the label `name`."""
+        assert self.thread is not None
+        events = self.thread.events
+        found = [e for e in events if kind in (None, e.kind) and e.name == name]
+        return found[-1] if found else None
+
+    def _non_writers_controls_undone(self, start: int, status: Status) -> None:
+        """A poll that checked an open task's controls took off the paused or stopped label
+        `bob` added before it, and put back the paused label he took off a paused task, each
+        with its notice (controls_trust.py)."""
+        assert self.thread is not None
+        changes = [
+            ("labeled", n) for n in (LABELS.paused, LABELS.stopped) if n in self.thread.labels
+        ]
+        if status is Status.PAUSED and LABELS.paused not in self.thread.labels:
+            changes.append(("unlabeled", LABELS.paused))
+        noticed = {int(n) for body in self.thread_bot_bodies() for n in IGNORED.findall(body)}
+        for kind, name in changes:
+            event = self._latest(kind, name)
+            if event is not None and event.actor.login == "bob" and event.id < start:
+                raise AssertionError(f"bob's {kind} {name} (event {event.id}) still in force")
+        for event in self.thread.events:
+            if (
+                event.actor.login == "bob"
+                and event.id < start
+                and event.name
+                in (
+                    LABELS.paused,
+                    LABELS.stopped,
+                )
+            ):
+                undone = self._undone_after(event)
+                assert not undone or event.id in noticed, f"silent on {event}"
+
+    def _undone_after(self, event: SEvent) -> bool:
+        """Did the bot undo `event` (the label taken off, or put back)?"""
+        assert self.thread is not None
+        opposite = "unlabeled" if event.kind == "labeled" else "labeled"
+        later = [e for e in self.thread.events if e.id > event.id and e.name == event.name]
+        return bool(later) and later[0].kind == opposite and later[0].actor.login == "coding-bot"
+
+    def thread_bot_bodies(self) -> list[str]:
+        assert self.thread is not None
+        return [c.body for c in self.thread.comments if c.author.login == "coding-bot"]
 
     def _state(self) -> TaskState | None:
         if self.thread is None:
@@ -325,12 +445,44 @@ class Protocol(RuleBasedStateMachine):
 
     @invariant()
     def nothing_posted_while_paused_stopped_or_closed(self) -> None:
+        """Only the state's own announcement, or that a non-writer's control was ignored."""
         if self.thread is None:
             return
         for comment in self.thread.comments:
-            if comment.author.login == "coding-bot" and comment.body.startswith("note-"):
-                mode = _mode_at(self.controls, comment.id)
-                assert mode == "run", f"{comment.body.split()[0]} posted while {mode}"
+            if comment.author.login != "coding-bot" or IGNORED.search(comment.body):
+                continue
+            mode = _mode_at(self.controls, comment.id)
+            if mode != "run":
+                said = comment.body.split("\n")[0]
+                assert comment.body.startswith(ALLOWED_SAYING[mode]), (
+                    f"{said!r} posted while {mode}"
+                )
+
+    @invariant()
+    def nothing_committed_while_paused_stopped_or_closed(self) -> None:
+        for at in self.commits:
+            mode = _mode_at(self.controls, at)
+            assert mode == "run", f"commit made while {mode}"
+
+    @invariant()
+    def no_label_but_the_states_own_while_paused_stopped_or_closed(self) -> None:
+        if self.thread is None:
+            return
+        own = {"paused": LABELS.paused, "stopped": LABELS.stopped, "closed": LABELS.stopped}
+        for event in self._bot_events("labeled"):
+            mode = _mode_at(self.controls, event.id)
+            assert mode == "run" or event.name == own[mode], f"{event.name} added while {mode}"
+
+    @invariant()
+    def only_non_writers_controls_are_called_ignored(self) -> None:
+        """Each notice names one forge event (said once: `no_bot_comment_twice`), by `bob`."""
+        if self.thread is None:
+            return
+        actors = {event.id: event.actor.login for event in self.thread.events}
+        for comment in self.thread.comments:
+            found = IGNORED.search(comment.body)
+            if comment.author.login == "coding-bot" and found:
+                assert actors.get(int(found.group(1))) == "bob", comment.body
 
     @invariant()
     def nothing_published_while_paused_stopped_or_closed(self) -> None:
@@ -357,29 +509,45 @@ class Protocol(RuleBasedStateMachine):
         if state.labels_applied != state.status:
             return  # owed, and repaired by the next run (the state says so)
         shown = set(self.thread.labels) & STATUS_LABELS
-        assert shown == {label_for(state.status, LABELS)}, (state.status, self.thread.labels)
+        own = label_for(state.status, LABELS)
+        # A person's change the bot has not checked yet: made since the last poll began, or
+        # on a finished task (no check runs for it)
+        unseen = set()
+        for name in STATUS_LABELS:
+            event = self._latest(None, name)
+            human = event is not None and event.actor.login != "coding-bot"
+            if human and event is not None and (state.status.terminal or event.id > self.polled):
+                unseen.add(name)
+        assert shown - unseen == {own} - unseen, (state.status, self.thread.labels)
 
 
 def _mode_at(controls: list[tuple[int, str]], seq: int) -> str:
-    """What writers and the thread asked for at world sequence `seq`."""
+    """What writers and the thread asked for at world sequence `seq`.
+
+    Writers' labels count like their commands: the paused label added pauses and removed
+    resumes a paused task; the stopped label added stops. Taking the stopped label off does
+    not restart a stopped task (the trigger label or `/bot` does, seen as the next "run"), and
+    the rules take it off only once the bot saw the stop (`Protocol._toggle`). The trigger
+    label starts a finished task again, which is the next "run" too.
+    """
     mode = "run"
     for at, event in sorted(controls):
         if at > seq:
             break
-        if event == "run":
+        if event in ("run", "reopen"):
             mode = "run"
         elif event == "close":
             mode = "closed"
-        elif event == "reopen":
-            mode = "run"
         elif mode == "closed":
-            continue  # commands on a closed thread start nothing
-        elif event == "stop":
+            continue  # controls on a closed thread start nothing
+        elif event in ("stop", "+stopped"):
             mode = "stopped"
-        elif event == "pause" and mode != "stopped":
+        elif event in ("pause", "+paused") and mode != "stopped":
             mode = "paused"
         elif event == "resume":
             mode = "run"  # also a stopped or finished task: a writer's `/bot resume` hands it back
+        elif event == "-paused" and mode == "paused":
+            mode = "run"
     return mode
 
 

@@ -291,3 +291,23 @@ def test_close_during_the_first_model_call_posts_nothing(rig: Rig, clock: str) -
     rig.run_once()
     assert bot_notes(rig, thread) == []
     assert rig.state(thread).reason == "closed"
+
+
+def test_paused_label_after_a_resume_command_pauses_before_the_next_tool_call(
+    rig: Rig, clock: str
+) -> None:
+    """Machine: while the model thinks, alice comments `/bot resume` (harmless: it runs) and
+    then adds the paused label. The label is the newer control: the reply's note waits."""
+    thread = rig.issue()
+
+    def policy(req: dict[str, Any]) -> dict[str, Any]:
+        if len(rig.model.requests) == 1:
+            rig.comment(thread, "/bot resume")
+            rig.set_labels(thread, [*thread.labels, PAUSED])
+            return notes("note-1")
+        return finish()
+
+    rig.model.policy = policy
+    rig.run_once()
+    assert bot_notes(rig, thread) == []
+    assert rig.state(thread).status is Status.PAUSED
