@@ -19,7 +19,8 @@ After every rule, from the forge and the state dir:
 - no bot comment was posted twice; the status label matches the saved status.
 
 CI runs `PROTOCOL_EXAMPLES` examples (default 15) per forge and clock; set it higher to search
-longer, e.g. `PROTOCOL_EXAMPLES=500 .venv/bin/pytest tests/protocol`.
+longer, e.g. `PROTOCOL_EXAMPLES=500 .venv/bin/pytest tests/protocol`. The same machine runs with
+the state in PostgreSQL (a fresh database per example): `PROTOCOL_PG_EXAMPLES` (default 5).
 """
 
 from __future__ import annotations
@@ -52,11 +53,14 @@ from bot.labels import label_for
 from bot.sandbox.forge_server import ForgeServer
 from bot.sandbox.llm_server import LLMServer
 from bot.sandbox.world import SComment, SEvent, StepClock, SThread
-from bot.state import StateStore, Status, TaskState
+from bot.state import Status, TaskState
 from tests.conftest import ALICE_TOKEN, BOT_TOKEN, REPO
 from tests.rig import Rig, comment_id
+from tests.store.helpers import migrated
 
 EXAMPLES = int(os.environ.get("PROTOCOL_EXAMPLES", "15"))
+# The same machine with the state in PostgreSQL (a fresh database per example).
+PG_EXAMPLES = int(os.environ.get("PROTOCOL_PG_EXAMPLES", "5"))
 LABELS = LabelSettings()
 STATUS_LABELS = {label_for(s, LABELS) for s in Status}
 MARKER = re.compile(r"<!-- bot:[^>]*:(?:ignored-(?:label:)?)?(\d+) -->")
@@ -89,6 +93,7 @@ def seeded_server(step_clock: bool) -> ForgeServer:
 class Protocol(RuleBasedStateMachine):
     platform = "github"
     step_clock = True
+    database: Callable[[], str] | None = None  # a fresh migrated PostgreSQL database, or files
 
     def __init__(self) -> None:
         super().__init__()
@@ -98,6 +103,9 @@ class Protocol(RuleBasedStateMachine):
         self.state_dir = Path(tempfile.mkdtemp(prefix="protocol-"))
         self.rig = Rig(self.server, self.model, self.platform, self.state_dir)
         self.rig.llm_options = ", max_steps: 500"
+        if self.database is not None:
+            self.rig.extra_config = f"store: {{backend: postgres, dsn: '{self.database()}'}}"
+            assert self.rig.store().shared  # the machine really reads PostgreSQL
         self.daemon: Daemon | None = None
         self.thread: SThread | None = None
         self.queued: list[Callable[[], None]] = []  # events for the model's next call
@@ -112,6 +120,7 @@ class Protocol(RuleBasedStateMachine):
     def teardown(self) -> None:
         if self.daemon is not None:
             self.daemon.close()
+        self.rig.close()
         self.model.stop()
         self.server.stop()
         shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -372,7 +381,7 @@ class Protocol(RuleBasedStateMachine):
     def _state(self) -> TaskState | None:
         if self.thread is None:
             return None
-        return StateStore(self.state_dir).load(self.rig.key(self.thread))
+        return self.rig.store().load(self.rig.key(self.thread))
 
     def _status(self) -> tuple[int, str] | None:
         state = self._state()
@@ -382,9 +391,12 @@ class Protocol(RuleBasedStateMachine):
 
     def _runs(self) -> list[list[dict[str, Any]]]:
         assert self.thread is not None
-        directory = StateStore(self.state_dir).task_dir(self.rig.key(self.thread))
-        runs = sorted(directory.glob("conversation.run*.jsonl"))
-        return [_entries(p) for p in runs] + [_entries(directory / "conversation.jsonl")]
+        store, key = self.rig.store(), self.rig.key(self.thread)
+        state = store.load(key)
+        earlier = range(1, state.run if state is not None else 1)
+        return [store.archived_conversation(key, run) for run in earlier] + [
+            store.conversation(key).entries()
+        ]
 
     def _humans(self) -> list[SComment]:
         assert self.thread is not None
@@ -551,29 +563,29 @@ def _mode_at(controls: list[tuple[int, str]], seq: int) -> str:
     return mode
 
 
-def _entries(path: Path) -> list[dict[str, Any]]:
-    import json
-
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 @pytest.mark.parametrize("platform", ["github", "gitlab"])
 @pytest.mark.parametrize("clock", ["step", "same-second"])
-def test_protocol_holds_in_every_order(platform: str, clock: str) -> None:
+@pytest.mark.parametrize("backend", ["files", "postgres"])
+def test_protocol_holds_in_every_order(
+    platform: str, clock: str, backend: str, request: pytest.FixtureRequest
+) -> None:
+    database = None
+    if backend == "postgres":  # the same machine with the state in PostgreSQL
+        cluster = request.getfixturevalue("pg_cluster")
+        database = staticmethod(lambda: migrated(cluster.create_database()))
     machine = type(
-        f"Protocol_{platform}_{clock}",
+        f"Protocol_{platform}_{clock}_{backend}",
         (Protocol,),
-        {"platform": platform, "step_clock": clock == "step"},
+        {"platform": platform, "step_clock": clock == "step", "database": database},
     )
+    examples = EXAMPLES if backend == "files" else PG_EXAMPLES
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=EXAMPLES,
+            max_examples=examples,
             stateful_step_count=12,
             deadline=None,
-            derandomize=EXAMPLES <= 25,  # CI: the same orderings every run
+            derandomize=examples <= 25,  # CI: the same orderings every run
             suppress_health_check=list(HealthCheck),
         ),
     )
