@@ -122,3 +122,19 @@ def test_two_daemons_on_one_database_still_need_a_state_dir_each(
     finally:
         other.release()
     assert code == 2 and "is in use by another daemon" in err
+
+
+def test_a_daemon_refuses_a_database_without_the_schema_and_names_the_fix(
+    tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = config(tmp_path, pg_dsn)  # not migrated
+    code, _, err = run(capsys, "run", "--once", "-c", cfg)
+    assert code == 2 and "schema is version 0, this bot needs 1: run `bot db migrate -c" in err
+
+
+def test_a_daemon_whose_database_is_away_exits_1_to_be_restarted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    away = f"host={tmp_path} port=1 dbname=bot user=bot connect_timeout=1"  # no server there
+    code, out, err = run(capsys, "run", "--once", "-c", config(tmp_path, away))
+    assert code == 1 and "database_unavailable" in out + err
