@@ -273,6 +273,8 @@ class StoreSettings(_Frozen):
     # Database connections per daemon; default: one per concurrent task, plus three (polls,
     # the queue, lease renewals).
     pool_size: int | None = Field(default=None, ge=2, le=256)
+    # How long a starting daemon waits for the database before it exits 1 (to be restarted).
+    connect_seconds: float = Field(default=15.0, gt=0, le=600)
 
     @model_validator(mode="after")
     def _dsn_for_postgres(self) -> StoreSettings:

@@ -22,6 +22,7 @@ def build_store(settings: Settings) -> Store:
         config.dsn.get_secret_value(),
         lease_seconds=config.lease_seconds,
         pool_size=config.pool_size or settings.max_concurrent_tasks + 3,
+        connect_seconds=config.connect_seconds,
     )
 
 

@@ -136,5 +136,7 @@ def test_a_daemon_whose_database_is_away_exits_1_to_be_restarted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     away = f"host={tmp_path} port=1 dbname=bot user=bot connect_timeout=1"  # no server there
-    code, out, err = run(capsys, "run", "--once", "-c", config(tmp_path, away))
+    cfg = config(tmp_path, away)
+    cfg.write_text(cfg.read_text() + "  connect_seconds: 1\n")
+    code, out, err = run(capsys, "run", "--once", "-c", cfg)
     assert code == 1 and "database_unavailable" in out + err
