@@ -14,7 +14,15 @@ from typing import Any
 import psycopg
 
 from bot.log import get_logger
-from bot.state import LeaseLost, StateError, Status, TaskState, Unreadable, parse_state
+from bot.state import (
+    LeaseLost,
+    StateError,
+    Status,
+    TaskState,
+    Unreadable,
+    json_text,
+    parse_state,
+)
 from bot.store.pg_lease import LIVE, PgLease
 from bot.store.pg_pool import Pool
 from bot.store.transfer import TaskRecord
@@ -47,7 +55,7 @@ def write_state(conn: psycopg.Connection[Any], state: TaskState, fence: PgLease 
     stored = state
     changes: str | None = None
     if state.status.terminal and state.changes:
-        changes = json.dumps(state.changes, ensure_ascii=False)
+        changes = json_text(state.changes)
         state.changes_file = changes_name(state.run)
         stored = state.model_copy(update={"changes": {}})
     params: dict[str, object] = {
@@ -190,12 +198,12 @@ def import_task(pool: Pool, record: TaskRecord) -> None:
         cursor.execute("DELETE FROM changesets WHERE key = %s", (key,))
         cursor.executemany(
             "INSERT INTO conversation (key, run, entry) VALUES (%s, %s, %s::json)",
-            [(key, run, json.dumps(entry, ensure_ascii=False)) for run, entry in conversation],
+            [(key, run, json_text(entry)) for run, entry in conversation],
         )
         cursor.executemany(
             "INSERT INTO changesets (key, run, changes) VALUES (%s, %s, %s::json)",
             [
-                (key, run, json.dumps(changes, ensure_ascii=False))
+                (key, run, json_text(changes))
                 for run, changes in sorted(record.changesets.items())
             ],
         )
