@@ -174,11 +174,11 @@ def test_an_export_while_a_run_is_handed_back_is_one_consistent_task(
         work.conversation(KEY).append({"n": "run 1"})
     import bot.store.pg_tasks as pg_tasks
 
-    real_read = pg_tasks.read_state
+    real_parse = pg_tasks.parse_state  # between reading the state and the conversation
     fired: list[bool] = []
 
-    def read_then_hand_back(*args: object, **kwargs: object) -> object:
-        found = real_read(*args, **kwargs)  # type: ignore[arg-type]
+    def read_then_hand_back(data: bytes) -> TaskState:
+        found = real_parse(data)
         if not fired:
             fired.append(True)
             with daemon.task_lock(KEY) as lease:
@@ -188,9 +188,9 @@ def test_an_export_while_a_run_is_handed_back_is_one_consistent_task(
                 work.conversation(KEY).append({"n": "run 2"})
         return found
 
-    monkeypatch.setattr(pg_tasks, "read_state", read_then_hand_back)
+    monkeypatch.setattr(pg_tasks, "parse_state", read_then_hand_back)
     record = exporter.export_task(KEY)
-    assert record is not None
+    assert record is not None and fired
     if record.state.run == 1:
         assert record.conversation == [{"n": "run 1"}] and record.runs == {}
     else:
