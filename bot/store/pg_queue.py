@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from datetime import UTC, datetime
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg

@@ -7,7 +7,6 @@ hold the same state document and `bot db import` / `export` copy it unchanged.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -235,8 +234,5 @@ def import_task(pool: Pool, record: TaskRecord) -> None:
         )
         cursor.executemany(
             "INSERT INTO changesets (key, run, changes) VALUES (%s, %s, %s::json)",
-            [
-                (key, run, json_text(changes))
-                for run, changes in sorted(record.changesets.items())
-            ],
+            [(key, run, json_text(changes)) for run, changes in sorted(record.changesets.items())],
         )

@@ -182,11 +182,18 @@ class PostgresStore:
 
 
 def _describe(dsn: str) -> tuple[str, str]:
-    """The DSN without its password (for messages), and the password (to scrub errors)."""
+    """The DSN without its password (for messages), and the password (to scrub errors).
+
+    A DSN that does not parse is refused here, before any connection is tried: libpq quotes the
+    piece it cannot read (maybe the password) and the pool logs that at every attempt."""
     try:
         parts = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
-        return "postgresql (a DSN that does not parse)", ""
+        raise StateError(
+            "store.dsn does not parse (not shown: it may hold the password): write it as"
+            " postgresql://user:password@host/dbname with special characters of the password"
+            " percent-encoded, or as key=value pairs with values in single quotes"
+        ) from None
     password = str(parts.pop("password", "") or "")
     shown = {name: value for name, value in parts.items() if "password" not in name}
     return make_conninfo("", **shown), password

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.prune import prune
 from bot.forge.types import TaskKey
+from bot.prune import prune
 from bot.state import LeaseLost, StateError, Status, TaskState
 from bot.store.base import QueuedJob
 from bot.store.pg_lease import claim
@@ -251,3 +251,29 @@ def test_a_frozen_claim_cannot_archive_after_takeover(
         with pytest.raises(LeaseLost):
             first.fenced(frozen).archive_run(KEY, 1)
         assert second.conversation(KEY).entries() == [{"n": "new holder"}]
+
+
+@pytest.mark.parametrize("command", [["status"], ["prune", "--older-than", "1d"], ["run"]])
+def test_every_command_refuses_a_dsn_that_does_not_parse_with_exit_2(
+    tmp_path: Path, pg_dsn: str, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a traceback (status, prune) nor a retried start (run): exit 2, the fix, no password."""
+    from bot.cli import main
+    from tests.store.test_db_cli import CONFIG
+
+    cfg = tmp_path / "config.yaml"
+    text = CONFIG.format(state_dir=tmp_path / "daemon")
+    cfg.write_text(text + f"store:\n  backend: postgres\n  dsn: '{pg_dsn} password=se cret-pw'\n")
+    code = main([*command, "-c", str(cfg)])
+    out, err = capsys.readouterr()
+    assert code == 2 and "store.dsn does not parse" in err
+    assert "cret-pw" not in out + err
+
+
+def test_a_lone_surrogate_in_a_comment_is_kept_by_the_files_backend(tmp_path: Path) -> None:
+    store = file_store(tmp_path / "state")
+    try:
+        store.conversation(KEY).append({"content": "cut \ud83d emoji é"})
+        assert store.conversation(KEY).entries() == [{"content": "cut \ud83d emoji é"}]
+    finally:
+        store.close()
