@@ -180,8 +180,8 @@ def _healthcheck(settings: Settings) -> int:
 
 
 def _status(settings: Settings) -> int:
-    store = build_store(settings)
     try:
+        store = build_store(settings)  # a DSN that does not parse: refused here
         states, unreadable = store.scan()
         holders = store.holders() if store.shared else {}
     except StateError as exc:
@@ -236,7 +236,11 @@ def _prune(settings: Settings, older_than: str, dry_run: bool) -> int:
     except ValueError as exc:
         print(f"bot: --older-than: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    result = prune(build_store(settings), age, datetime.now(UTC), dry_run)
+    try:
+        result = prune(build_store(settings), age, datetime.now(UTC), dry_run)
+    except StateError as exc:  # the store's DSN refused, or the database away
+        print(f"bot: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     verb = "would remove" if dry_run else "removed"
     for key in result.removed:
         print(f"{verb} {key}")

@@ -50,11 +50,12 @@ def prune(store: Store, older_than: timedelta, now: datetime, dry_run: bool = Fa
             continue
         key = state.task_key()
         try:
-            with store.task_lock(key):
+            with store.task_lock(key) as lease:
                 current = store.load(key)  # again, under the lock: it may have run meanwhile
                 if current is None or not _expired(current, cutoff):
                     continue
-                size = store.remove(key, dry_run)
+                # Fenced: if we froze past the lease, a daemon may be working on it again.
+                size = store.fenced(lease).remove(key, dry_run)
         except TaskBusy:
             result.busy.append(state.key)
             continue

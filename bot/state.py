@@ -153,6 +153,18 @@ def atomic_write(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+def json_text(value: Any, **options: Any) -> str:
+    """`value` as JSON text that UTF-8 can encode: non-ASCII kept as written, except lone
+    surrogates ("\\ud83d" in a forge's JSON, a cut emoji), which only an escape can carry."""
+    text = json.dumps(value, ensure_ascii=False, **options)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(value, **options)
+    return text
+
+
 class Conversation:
     """Append-only JSON lines; each append is on disk (fsync) before it returns."""
 
@@ -161,7 +173,7 @@ class Conversation:
         self._repaired = False
 
     def append(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = json_text(entry, separators=(",", ":")) + "\n"
         if not self._repaired:
             self._drop_torn_tail()
         with open(self.path, "ab") as handle:

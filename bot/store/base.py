@@ -134,8 +134,8 @@ class Store(Protocol):
     def fenced(self, lease: Lease) -> Store: ...
 
     def remove(self, key: TaskKey, dry_run: bool = False) -> int:
-        """Delete a task (its state, conversations, changesets); the bytes freed. Call it under
-        `task_lock`."""
+        """Delete a task (its state, conversations, changesets); the bytes freed. Call it on
+        `fenced(lease)` of a `task_lock` (LeaseLost, nothing deleted, once the lease moved on)."""
         ...
 
     def drop_old_runs(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.forge.types import TaskKey
-from bot.state import Conversation, DaemonLock, StateStore, TaskState, atomic_write
+from bot.state import Conversation, DaemonLock, StateStore, TaskState, atomic_write, json_text
 from bot.store.base import DeliveryMemory, Holder, Lease, QueuedJob, Store, StoreIndex
 from bot.store.transfer import TaskRecord
 from bot.task_index import TaskIndex
@@ -149,7 +149,7 @@ class FileStore(StateStore):
             if path.name == "conversation.jsonl" or _OLD_RUN.match(path.name):
                 path.unlink()
         for run, changes in record.changesets.items():
-            data = json.dumps(changes, ensure_ascii=False, indent=1).encode("utf-8")
+            data = json_text(changes, indent=1).encode("utf-8")
             atomic_write(directory / f"changes.run{run}.json", data)
         for run, entries in record.runs.items():
             atomic_write(directory / f"conversation.run{run}.jsonl", _jsonl(entries))
@@ -159,7 +159,7 @@ class FileStore(StateStore):
 
 
 def _jsonl(entries: list[dict[str, Any]]) -> bytes:
-    lines = (json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in entries)
+    lines = (json_text(e, separators=(",", ":")) + "\n" for e in entries)
     return "".join(lines).encode("utf-8")
 
 

@@ -7,12 +7,11 @@ write whose lease has moved on changes nothing.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 from bot.forge.types import TaskKey
-from bot.state import LeaseLost
+from bot.state import LeaseLost, json_text
 from bot.store.pg_lease import LIVE, PgLease
 from bot.store.pg_pool import Pool
 
@@ -55,7 +54,7 @@ class PgConversation:
     def append(self, entry: dict[str, Any]) -> None:
         params: dict[str, object] = {
             "key": self._key,
-            "entry": json.dumps(entry, ensure_ascii=False),
+            "entry": json_text(entry),
         }
         with self._pool.connection() as conn:
             if self._fence is None:

@@ -21,7 +21,16 @@ __all__ = ["DatabaseError", "Pool"]
 
 class Pool(ConnectionPool):
     def __init__(self, dsn: str, *, where: str, password: str, size: int) -> None:
-        super().__init__(dsn, min_size=1, max_size=size, open=False, kwargs={"autocommit": True})
+        super().__init__(
+            dsn,
+            min_size=1,
+            max_size=size,
+            open=False,
+            kwargs={"autocommit": True},
+            # A connection the server dropped (restart, failover, idle timeout) is replaced
+            # when it is taken, not reported as an error to the write that would use it.
+            check=ConnectionPool.check_connection,
+        )
         self.where = where
         self._password = password
         self._used = False  # opened once: never again after `close` (the daemon is ending)

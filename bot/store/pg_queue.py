@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -37,14 +38,15 @@ RETURNING key, fresh, queued_at
 # A running task whose lease expired without a release: its daemon died or froze mid-run (or
 # while starting it, before its first save: no state yet, so it starts again). It is
 # handed out at once rather than at the next discovery (which may be a poll interval away),
-# unless it is backing off after forge errors (`retry_at`). Two daemons may both be handed the
+# unless it is backing off after forge errors (`retry_at`, compared here in Python: the json
+# operators de-escape every string of the document, and a state holding "\u0000" from a tool's
+# output would make the query fail for every daemon). Two daemons may both be handed the
 # same orphan: the claim lets one of them have it (the other gets TaskBusy).
 _ORPHANS = """
-SELECT key FROM tasks
+SELECT key, state, now() FROM tasks
 WHERE (status = 'running' OR state IS NULL) AND lease_owner IS NOT NULL
   AND lease_expires <= now()
-  AND (state->>'retry_at' IS NULL OR (state->>'retry_at')::timestamptz <= now())
-ORDER BY lease_expires LIMIT %(limit)s
+ORDER BY lease_expires, key
 """
 MAX_DELIVERIES = 10_000
 _TRIM_DELIVERIES = f"""
@@ -78,9 +80,22 @@ def take(pool: Pool, limit: int) -> list[QueuedJob]:
         rows.sort(key=lambda row: (row[2], row[0]))  # RETURNING has no order: oldest first
         jobs = [QueuedJob(TaskKey.parse(key), bool(fresh)) for key, fresh, _at in rows]
         if len(jobs) < limit:
-            orphans = conn.execute(_ORPHANS, {"limit": limit - len(jobs)}).fetchall()
-            jobs += [QueuedJob(TaskKey.parse(key), False) for (key,) in orphans]
+            orphans = conn.execute(_ORPHANS).fetchall()
+            due = [key for key, state, now in orphans if _due(state, now)]
+            jobs += [QueuedJob(TaskKey.parse(key), False) for key in due[: limit - len(jobs)]]
     return jobs
+
+
+def _due(state: object, now: datetime) -> bool:
+    """Not backing off: no `retry_at`, or one that has passed (by the database's clock)."""
+    retry_at = state.get("retry_at") if isinstance(state, dict) else None
+    if not isinstance(retry_at, str):
+        return True
+    try:
+        when = datetime.fromisoformat(retry_at)
+    except ValueError:
+        return True  # unreadable: better handed out than stuck
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)) <= now
 
 
 class PgDeliveries:

@@ -7,14 +7,21 @@ hold the same state document and `bot db import` / `export` copy it unchanged.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import psycopg
 
 from bot.log import get_logger
-from bot.state import LeaseLost, StateError, Status, TaskState, Unreadable, parse_state
+from bot.state import (
+    LeaseLost,
+    StateError,
+    Status,
+    TaskState,
+    Unreadable,
+    json_text,
+    parse_state,
+)
 from bot.store.pg_lease import LIVE, PgLease
 from bot.store.pg_pool import Pool
 from bot.store.transfer import TaskRecord
@@ -47,7 +54,7 @@ def write_state(conn: psycopg.Connection[Any], state: TaskState, fence: PgLease 
     stored = state
     changes: str | None = None
     if state.status.terminal and state.changes:
-        changes = json.dumps(state.changes, ensure_ascii=False)
+        changes = json_text(state.changes)
         state.changes_file = changes_name(state.run)
         stored = state.model_copy(update={"changes": {}})
     params: dict[str, object] = {
@@ -157,11 +164,19 @@ class PgIndex:
 
 
 def export_task(pool: Pool, key: str) -> TaskRecord | None:
-    state = read_state(pool, key)
-    if state is None:
-        return None
-    record = TaskRecord(state)
-    with pool.connection() as conn:
+    """One task whole, read in one snapshot: a daemon working on it meanwhile (a run archived,
+    another started) cannot give this run's state with the next run's conversation."""
+    with pool.connection() as conn, conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        row = conn.execute(
+            "SELECT state::text FROM tasks WHERE key = %s AND state IS NOT NULL", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        try:
+            record = TaskRecord(parse_state(str(row[0]).encode()))
+        except StateError as exc:
+            raise StateError(f"task {key} in the database: {exc}") from None
         rows = conn.execute(
             "SELECT run, entry FROM conversation WHERE key = %s ORDER BY run, id", (key,)
         ).fetchall()
@@ -174,13 +189,38 @@ def export_task(pool: Pool, key: str) -> TaskRecord | None:
     return record
 
 
+# The task's row, locked for the import's transaction (made first if it is not there).
+_IMPORT_SLOT = """
+INSERT INTO tasks (key) VALUES (%(key)s) ON CONFLICT (key) DO NOTHING
+"""
+_IMPORT_LOCK = """
+SELECT state IS NOT NULL, lease_owner, lease_expires > now() FROM tasks
+WHERE key = %(key)s FOR UPDATE
+"""
+
+
 def import_task(pool: Pool, record: TaskRecord) -> None:
-    """The whole task in one transaction, `updated_at` as it was; its lease is not touched."""
+    """The whole task in one transaction, `updated_at` as it was; its lease is not touched.
+
+    Only into an empty place: a task a daemon holds, or one saved since the caller looked
+    (a daemon running meanwhile), is refused (StateError), never overwritten."""
     key = record.state.key
     conversation = [(0, entry) for entry in record.conversation]
     for run, entries in sorted(record.runs.items()):
         conversation.extend((run, entry) for entry in entries)
     with pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
+        cursor.execute(_IMPORT_SLOT, {"key": key})
+        row = cursor.execute(_IMPORT_LOCK, {"key": key}).fetchone()
+        if row is not None and row[2]:
+            raise StateError(
+                f"task {key} is being worked on by daemon {row[1]}: nothing of it was"
+                " imported; stop the daemons using the database, then import again"
+            )
+        if row is not None and row[0]:
+            raise StateError(
+                f"task {key} was written in the database while importing: it was left as"
+                " it is there; import again to copy the rest"
+            )
         cursor.execute(_UPSERT, {
             "key": key,
             "status": record.state.status.value,
@@ -190,12 +230,9 @@ def import_task(pool: Pool, record: TaskRecord) -> None:
         cursor.execute("DELETE FROM changesets WHERE key = %s", (key,))
         cursor.executemany(
             "INSERT INTO conversation (key, run, entry) VALUES (%s, %s, %s::json)",
-            [(key, run, json.dumps(entry, ensure_ascii=False)) for run, entry in conversation],
+            [(key, run, json_text(entry)) for run, entry in conversation],
         )
         cursor.executemany(
             "INSERT INTO changesets (key, run, changes) VALUES (%s, %s, %s::json)",
-            [
-                (key, run, json.dumps(changes, ensure_ascii=False))
-                for run, changes in sorted(record.changesets.items())
-            ],
+            [(key, run, json_text(changes)) for run, changes in sorted(record.changesets.items())],
         )

@@ -18,14 +18,15 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bot.forge.types import TaskKey
-from bot.state import StateError, TaskState, Unreadable, now_iso
+from bot.state import LeaseLost, StateError, TaskState, Unreadable, now_iso
 from bot.store import pg_conversation, pg_queue, pg_tasks, schema
 from bot.store.base import DeliveryMemory, Holder, Lease, QueuedJob, Store, StoreIndex
 from bot.store.pg_conversation import PgConversation
-from bot.store.pg_lease import PgLease, held
+from bot.store.pg_lease import LIVE, PgLease, held
 from bot.store.pg_pool import DatabaseError, Pool
 from bot.store.transfer import TaskRecord
 
+_HELD = f"SELECT 1 FROM tasks WHERE {LIVE} FOR UPDATE"
 _SIZE = """
 SELECT coalesce((SELECT octet_length(state::text) FROM tasks WHERE key = %(key)s), 0)
      + coalesce((SELECT sum(octet_length(entry::text)) FROM conversation WHERE key = %(key)s), 0)
@@ -119,8 +120,14 @@ class PostgresStore:
         return view
 
     def remove(self, key: TaskKey, dry_run: bool = False) -> int:
-        params = {"key": str(key)}
+        params: dict[str, object] = {"key": str(key)}
         with self._pool.connection() as conn, conn.transaction():
+            if self._fence is not None:
+                # Under the lease, locked until the deletes commit: a caller frozen past its
+                # lease (`bot prune`) must not delete the run of the daemon that took the task.
+                params["token"] = self._fence.token
+                if conn.execute(_HELD, params).fetchone() is None:
+                    raise LeaseLost(f"the lease on task {key} was lost: not removed")
             row = conn.execute(_SIZE, params).fetchone()
             if not dry_run:
                 conn.execute("DELETE FROM conversation WHERE key = %(key)s", params)
@@ -175,11 +182,18 @@ class PostgresStore:
 
 
 def _describe(dsn: str) -> tuple[str, str]:
-    """The DSN without its password (for messages), and the password (to scrub errors)."""
+    """The DSN without its password (for messages), and the password (to scrub errors).
+
+    A DSN that does not parse is refused here, before any connection is tried: libpq quotes the
+    piece it cannot read (maybe the password) and the pool logs that at every attempt."""
     try:
         parts = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
-        return "postgresql (a DSN that does not parse)", ""
+        raise StateError(
+            "store.dsn does not parse (not shown: it may hold the password): write it as"
+            " postgresql://user:password@host/dbname with special characters of the password"
+            " percent-encoded, or as key=value pairs with values in single quotes"
+        ) from None
     password = str(parts.pop("password", "") or "")
     shown = {name: value for name, value in parts.items() if "password" not in name}
     return make_conninfo("", **shown), password
