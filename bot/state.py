@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from bot.forge.types import TaskKey
 
@@ -304,17 +306,41 @@ def parse_state(raw: bytes) -> TaskState:
         raise StateError(f"not a valid task state: {where}: {first['msg']}") from None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def state_json(state: TaskState, indent: int | None = None) -> bytes:
+    """A state's JSON, UTF-8. A lone surrogate (a cut emoji escaped in a forge's or a model's
+    JSON) cannot be encoded, and pydantic would not read its escape back: it becomes U+FFFD,
+    since a state that cannot be saved would stop its task at every cycle."""
+    try:
+        return state.model_dump_json(indent=indent).encode("utf-8")
+    except PydanticSerializationError:
+        clean = TaskState.model_validate(_scrub(state.model_dump()))
+        return clean.model_dump_json(indent=indent).encode("utf-8")
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
+
+
 def _serialize(directory: Path, state: TaskState) -> bytes:
     """task.json's bytes; a finished task's changeset is written to its own file first."""
     if not (state.status.terminal and state.changes):
-        return state.model_dump_json(indent=1).encode("utf-8")
+        return state_json(state, indent=1)
     name = f"changes.run{state.run}.json"
     if state.changes_file != name or not (directory / name).exists():
         changes = json.dumps(state.changes, ensure_ascii=False, indent=1).encode("utf-8")
         atomic_write(directory / name, changes)  # before task.json: a crash loses nothing
         state.changes_file = name
     slim = state.model_copy(update={"changes": {}})
-    return slim.model_dump_json(indent=1).encode("utf-8")
+    return state_json(slim, indent=1)
 
 
 @contextlib.contextmanager

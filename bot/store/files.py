@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from bot.forge.types import TaskKey
-from bot.state import Conversation, DaemonLock, StateStore, TaskState, atomic_write, json_text
+from bot.state import (
+    Conversation,
+    DaemonLock,
+    StateStore,
+    TaskState,
+    atomic_write,
+    json_text,
+    state_json,
+)
 from bot.store.base import DeliveryMemory, Holder, Lease, QueuedJob, Store, StoreIndex
 from bot.store.transfer import TaskRecord
 from bot.task_index import TaskIndex
@@ -155,7 +163,7 @@ class FileStore(StateStore):
             atomic_write(directory / f"conversation.run{run}.jsonl", _jsonl(entries))
         if record.conversation:
             atomic_write(directory / "conversation.jsonl", _jsonl(record.conversation))
-        atomic_write(directory / "task.json", record.state.model_dump_json(indent=1).encode())
+        atomic_write(directory / "task.json", state_json(record.state, indent=1))
 
 
 def _jsonl(entries: list[dict[str, Any]]) -> bytes:

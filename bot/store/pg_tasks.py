@@ -21,6 +21,7 @@ from bot.state import (
     Unreadable,
     json_text,
     parse_state,
+    state_json,
 )
 from bot.store.pg_lease import LIVE, PgLease
 from bot.store.pg_pool import Pool
@@ -60,7 +61,7 @@ def write_state(conn: psycopg.Connection[Any], state: TaskState, fence: PgLease 
     params: dict[str, object] = {
         "key": state.key,
         "status": state.status.value,
-        "state": stored.model_dump_json(),
+        "state": state_json(stored).decode("utf-8"),
         "run": state.run,
         "changes": changes,
     }
@@ -224,7 +225,7 @@ def import_task(pool: Pool, record: TaskRecord) -> None:
         cursor.execute(_UPSERT, {
             "key": key,
             "status": record.state.status.value,
-            "state": record.state.model_dump_json(),
+            "state": state_json(record.state).decode("utf-8"),
         })  # fmt: skip
         cursor.execute("DELETE FROM conversation WHERE key = %s", (key,))
         cursor.execute("DELETE FROM changesets WHERE key = %s", (key,))

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from bot.forge.types import TaskKey
-from bot.state import LeaseLost, StateError, Status, TaskBusy
+from bot.state import LeaseLost, StateError, Status, TaskBusy, TaskState
 from bot.store import schema
 from bot.store.base import QueuedJob, Store
 from bot.store.files import FileStore
@@ -469,3 +469,15 @@ def test_database_errors_are_state_errors_without_the_password(db: str) -> None:
         assert store.load(KEY) is None  # the pool is still usable
     finally:
         store.close()
+
+
+def test_a_lone_surrogate_in_the_state_itself_is_saved_as_a_replacement_character(
+    store: Store,
+) -> None:
+    """A model's answer or a comment quoted in the state may carry a cut emoji; the task must
+    still be saved (and read back) rather than fail at every cycle."""
+    key = TaskKey.parse("github:acme/app#7")
+    store.save(TaskState(key=str(key), final_answer="done \ud83d", changes={"a.txt": "x\udc80"}))
+    loaded = store.load(key)
+    assert loaded is not None
+    assert loaded.final_answer == "done \ufffd" and loaded.changes == {"a.txt": "x\ufffd"}
