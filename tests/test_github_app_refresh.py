@@ -188,3 +188,15 @@ def test_a_failed_refresh_keeps_the_previous_set(
         daemon.refresh_app()  # works again: applied
     changed = _events(logs, "app_installation_changed")
     assert [(e["added"], e["removed"]) for e in changed] == [([], [REPO]), ([LIB], [])]
+
+
+def test_a_daemon_started_before_any_installation_picks_the_first_one_up(
+    server: ForgeServer, app: AppEmulator, make_daemon: Any
+) -> None:
+    thread = _issue(server, LIB)
+    daemon = make_daemon()  # nothing to watch yet: no source carries the app
+    daemon.run_once()
+    app.install("elsewhere", [LIB])
+    daemon.refresh_app()
+    daemon.run_once()
+    assert DONE in thread.labels
