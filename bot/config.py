@@ -51,11 +51,13 @@ class _Frozen(BaseModel):
 
 class GitHubAppSettings(_Frozen):
     """Run as a GitHub App: its id and private key (PEM; `private_key_file` reads a file or a
-    systemd credential). Installations: all of the app's, or only those listed."""
+    systemd credential). Installations: all of the app's, or only those listed. The daemon
+    reads them and their repositories again every `refresh_minutes` (0: only at start)."""
 
     id: int = Field(ge=1)
     private_key: SecretStr
     installations: tuple[int, ...] = ()
+    refresh_minutes: float = Field(default=10.0, ge=0)
 
 
 class GitHubSettings(_Frozen):

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MISSED, JobExecutionEvent
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.agent.runner import Deps, Outcome, TaskRunner
@@ -23,9 +26,10 @@ from bot.controls import handed_back
 from bot.discovery import discover
 from bot.dispatch import Job, plan_jobs
 from bot.forge.errors import AuthError, ForgeError
-from bot.forge.factory import Source
+from bot.forge.factory import AppInstallations, Source, build_app
+from bot.forge.github_app import Installation
 from bot.forge.mentions import calls_bot
-from bot.forge.types import TaskKey, TaskSummary
+from bot.forge.types import Platform, TaskKey, TaskSummary
 from bot.health import HeartbeatWriter
 from bot.jail.factory import build_jail
 from bot.llm.base import LLMClient
@@ -55,6 +59,10 @@ class JobQueue:
             fn, "interval", seconds=seconds, id=name, name=name, next_run_time=datetime.now(UTC)
         )
 
+    def cancel(self, name: str) -> None:
+        with suppress(JobLookupError):  # already gone
+            self._scheduler.remove_job(name)
+
     def start(self) -> None:
         self._scheduler.start()
 
@@ -77,8 +85,9 @@ class JobQueue:
 
 @dataclass
 class _Worker:
-    source: Source
+    source: Source  # replaced (not changed) when an app's installation gains or loses repos
     runner: TaskRunner
+    job: str = ""  # its poll job in `run_forever`
 
     @property
     def role(self) -> str:
@@ -122,6 +131,9 @@ class Daemon:
         self.auth_error: str | None = None  # the last rejection, for `bot run --once`
         self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
         self.jail = build_jail(settings.jail)  # None unless jail.enabled
+        self._app: AppInstallations | None = next((s.app for s in sources if s.app), None)
+        self._app_failing = False  # a failed refresh is logged once until one succeeds
+        self._job_ids = itertools.count()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -133,20 +145,23 @@ class Daemon:
             # holds this lock itself.
             self._local_lock.acquire()
         for source in self.sources:
-            me = source.forge.whoami()
-            log.info("forge_identity", platform=source.forge.platform.value, login=me.login)
-            deps = Deps(
-                forge=source.forge,
-                store=self.store,
-                llm=self.llm,
-                settings=self.settings,
-                identity=Identity.from_settings(me.login, self.settings.access),
-                counter=self.counter,
-                stop=self.stop,
-                metrics=self.metrics,
-                jail=self.jail,
-            )
-            self._workers.append(_Worker(source, TaskRunner(deps)))
+            self._workers.append(self._new_worker(source))
+
+    def _new_worker(self, source: Source) -> _Worker:
+        me = source.forge.whoami()
+        log.info("forge_identity", platform=source.forge.platform.value, login=me.login)
+        deps = Deps(
+            forge=source.forge,
+            store=self.store,
+            llm=self.llm,
+            settings=self.settings,
+            identity=Identity.from_settings(me.login, self.settings.access),
+            counter=self.counter,
+            stop=self.stop,
+            metrics=self.metrics,
+            jail=self.jail,
+        )
+        return _Worker(source, TaskRunner(deps))
 
     def run_once(self) -> None:
         """One discovery cycle; every task found runs until it ends, pauses or is interrupted."""
@@ -158,9 +173,11 @@ class Daemon:
 
     def run_forever(self) -> None:
         queue = JobQueue()
-        for n, worker in enumerate(self._workers):
-            name = f"poll-{worker.source.forge.platform.value}-{n}"
-            queue.every(self.settings.poll_interval_seconds, partial(self.poll, worker), name)
+        for worker in self._workers:
+            self._schedule_poll(queue, worker)
+        app = self.settings.github.app if self.settings.github else None
+        if app is not None and app.refresh_minutes > 0:
+            queue.every(app.refresh_minutes * 60, partial(self.refresh_app, queue), "refresh-app")
         if self.store.shared:  # jobs discovered by another daemon, or freed by a dead one
             queue.every(TAKE_SECONDS, self.take, "take")
         queue.start()
@@ -182,6 +199,80 @@ class Daemon:
             log.info("daemon_stopping", running=len(self._in_flight))
             queue.shutdown()
             self._drain()
+
+    def _schedule_poll(self, queue: JobQueue, worker: _Worker) -> None:
+        worker.job = f"poll-{worker.source.forge.platform.value}-{next(self._job_ids)}"
+        queue.every(self.settings.poll_interval_seconds, partial(self.poll, worker), worker.job)
+
+    def refresh_app(self, queue: JobQueue | None = None) -> None:
+        """Read the GitHub App's installations and repositories again and apply the difference:
+        a new repository is polled from the next poll, a new installation gets a worker (and a
+        poll job in `queue`), a removed one is no longer polled and its saved tasks are left
+        alone. On any error the previous set stays."""
+        if self.stop.is_set():
+            return
+        try:
+            self._app = self._app or build_app(self.settings, self.stop, self.metrics)
+            found = {i.id: i for i in self._app.read()} if self._app else {}
+            workers = self._apply_installations(found, queue)
+        except ForgeError as exc:  # the network, a 5xx, a refused token: the old set stays
+            if not self._app_failing:
+                log.warning("app_refresh_failed", error=f"{type(exc).__name__}: {exc}")
+            self._app_failing = True
+            return
+        self._app_failing = False
+        with self._guard:
+            self._workers = workers  # one assignment: readers see the old list or the new
+        self._note_unwatched(workers)
+
+    def _apply_installations(
+        self, found: dict[int, Installation], queue: JobQueue | None
+    ) -> list[_Worker]:
+        workers: list[_Worker] = []
+        for worker in self._workers:
+            number = worker.source.installation
+            if number is None:  # not one of the app's (GitLab)
+                workers.append(worker)
+                continue
+            now = found.pop(number, None)
+            repos = now.repos if now else ()
+            _log_change(number, worker.source.repos, repos)
+            if now is None:
+                if queue is not None:
+                    queue.cancel(worker.job)
+                continue
+            if repos != worker.source.repos:
+                worker.source = replace(worker.source, repos=repos)
+            workers.append(worker)
+        for installation in found.values():  # new ones
+            _log_change(installation.id, (), installation.repos)
+            assert self._app is not None  # it found them
+            worker = self._new_worker(self._app.source(installation))
+            workers.append(worker)
+            if queue is not None:
+                self._schedule_poll(queue, worker)
+        return workers
+
+    def _note_unwatched(self, workers: list[_Worker]) -> None:
+        """Running or paused tasks of repositories no installation watches any more: left
+        alone and logged once, as `plan_jobs` does for repositories removed from the config."""
+        running = set(self.in_flight())
+        unwatched = [
+            state
+            for state in self.index.active_states(self.index.refresh())
+            if state.task_key().platform is Platform.GITHUB
+            and str(state.task_key()) not in running
+            and not any(worker.source.owns(state.task_key()) for worker in workers)
+        ]
+        plan_jobs(
+            [],
+            self.store,
+            unwatched,
+            self.settings.labels,
+            Platform.GITHUB,
+            repos=(),
+            noted=self._left_alone,
+        )
 
     def _status(self) -> str:
         return f"{len(self.in_flight())} tasks running; last poll {self._last_poll}"
@@ -437,3 +528,12 @@ class Daemon:
     def in_flight(self) -> list[str]:
         with self._guard:
             return sorted(self._in_flight)
+
+
+def _log_change(installation: int, before: tuple[str, ...], after: tuple[str, ...]) -> None:
+    added = sorted(set(after) - set(before))
+    removed = sorted(set(before) - set(after))
+    if added or removed:
+        log.info(
+            "app_installation_changed", installation=installation, added=added, removed=removed
+        )

@@ -37,7 +37,12 @@ def app(server: ForgeServer) -> AppEmulator:
 
 
 def app_settings(
-    server: ForgeServer, model: LLMServer, tmp_path: Path, app: AppEmulator, extra: str = ""
+    server: ForgeServer,
+    model: LLMServer,
+    tmp_path: Path,
+    app: AppEmulator,
+    extra: str = "",
+    app_extra: str = "",
 ) -> Settings:
     key = tmp_path / "app-key.pem"
     key.write_text(app.private_key_pem)
@@ -46,7 +51,7 @@ def app_settings(
 state_dir: {tmp_path / "state"}
 github:
   api_url: "{server.url}"
-  app: {{id: {app.app_id}, private_key_file: {key}}}
+  app: {{id: {app.app_id}, private_key_file: {key}{app_extra}}}
   seconds_between_writes: 0
 {extra}
 llm: {{base_url: "{model.url}", model: scripted-model, max_retries: 1}}

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from bot.config import LabelSettings, Settings
 from bot.forge.base import Forge
 from bot.forge.github import GitHubForge
-from bot.forge.github_app import GitHubApp
+from bot.forge.github_app import GitHubApp, Installation
 from bot.forge.gitlab import GitLabForge
 from bot.forge.policy import RequestPolicy
-from bot.forge.types import TaskKey
+from bot.forge.types import TaskKey, User
 from bot.metrics import Metrics
 
 # From this many repositories on, discovery lists across them (search, group listings) instead
@@ -31,6 +31,9 @@ class Source:
     # Several sources on one platform (a GitHub App's installations): each one resumes only
     # the saved tasks of its own repositories.
     own_repos_only: bool = False
+    installation: int | None = None  # a GitHub App's installation id
+    # The app's installations, read again by the daemon's refresh (one object for all sources).
+    app: AppInstallations | None = field(default=None, compare=False, repr=False)
 
     def cross_repo_threshold(self) -> int:
         if self.cross_repo_from is not None:
@@ -62,19 +65,13 @@ def build_sources(
 ) -> list[Source]:
     stop = stop or threading.Event()
     metrics = metrics or Metrics()
-
-    def observer(platform: str) -> Callable[[str], None]:
-        counter = metrics.api_requests
-        return lambda outcome: counter.labels(platform, outcome).inc()
-
     sources: list[Source] = []
     if settings.github is not None:
         gh = settings.github
-        policy = RequestPolicy(
-            host=urlsplit(gh.api_url).netloc, stop=stop, observe=observer("github")
-        )
+        policy = _policy(gh.api_url, "github", stop, metrics)
         if gh.app is not None:
-            sources.extend(_app_sources(settings, policy))
+            app = AppInstallations(settings, policy)
+            sources.extend(app.source(installation) for installation in app.read())
         else:
             assert gh.token is not None  # the settings validate one of token or app
             forge: Forge = GitHubForge(
@@ -88,42 +85,82 @@ def build_sources(
             sources.append(Source(forge, gh.repositories))
     if settings.gitlab is not None:
         gl = settings.gitlab
-        policy = RequestPolicy(host=urlsplit(gl.url).netloc, stop=stop, observe=observer("gitlab"))
         forge = GitLabForge(
             gl.url,
             gl.token.get_secret_value(),
             watch_labels=watched_labels(settings.labels),
             timeout=gl.timeout_seconds,
-            policy=policy,
+            policy=_policy(gl.url, "gitlab", stop, metrics),
             archives_per_minute=gl.archive_downloads_per_minute,
         )
         sources.append(Source(forge, gl.projects))
     return sources
 
 
-def _app_sources(settings: Settings, policy: RequestPolicy) -> list[Source]:
-    """One source per installation of the GitHub App (or of the configured ones), each with
-    its own refreshed token and the installation's repositories (or the configured subset)."""
+def build_app(
+    settings: Settings, stop: threading.Event | None = None, metrics: Metrics | None = None
+) -> AppInstallations | None:
+    """The configured GitHub App's installations, for a daemon whose sources carry none (it
+    started while the app had no installation with a repository to watch)."""
     gh = settings.github
-    assert gh is not None and gh.app is not None
-    app = GitHubApp(
-        gh.api_url, gh.app.id, gh.app.private_key.get_secret_value(), gh.timeout_seconds
-    )
-    identity = app.identity()
-    sources: list[Source] = []
-    for installation_id in gh.app.installations or app.installation_ids():
-        installation = app.installation(installation_id, gh.repositories)
-        if not installation.repos:
-            continue
+    if gh is None or gh.app is None:
+        return None
+    policy = _policy(gh.api_url, "github", stop or threading.Event(), metrics or Metrics())
+    return AppInstallations(settings, policy)
+
+
+def _policy(url: str, platform: str, stop: threading.Event, metrics: Metrics) -> RequestPolicy:
+    counter = metrics.api_requests
+    observe: Callable[[str], None] = lambda outcome: counter.labels(platform, outcome).inc()  # noqa: E731
+    return RequestPolicy(host=urlsplit(url).netloc, stop=stop, observe=observe)
+
+
+class AppInstallations:
+    """A GitHub App's installations (or the configured ones) and their repositories (or the
+    configured subset), read at start and again by the daemon's refresh
+    (`github.app.refresh_minutes`). One source per installation, with its own refreshed token."""
+
+    def __init__(self, settings: Settings, policy: RequestPolicy) -> None:
+        gh = settings.github
+        assert gh is not None and gh.app is not None
+        self._settings = settings
+        self._policy = policy
+        self._app = GitHubApp(
+            gh.api_url, gh.app.id, gh.app.private_key.get_secret_value(), gh.timeout_seconds
+        )
+        self._identity: User | None = None
+
+    def read(self) -> list[Installation]:
+        """The installations with a repository to watch (raises ForgeError)."""
+        gh = self._settings.github
+        assert gh is not None and gh.app is not None
+        listed = self._app.installation_ids()
+        # A configured installation the app no longer has (uninstalled) is not watched, as a
+        # removed one is not: reading it would fail every time (no token for it).
+        ids = [i for i in gh.app.installations if i in listed] if gh.app.installations else listed
+        found = [self._app.installation(i, gh.repositories) for i in ids]
+        if self._identity is None:  # every request here: `source` then cannot fail
+            self._identity = self._app.identity()
+        return [installation for installation in found if installation.repos]
+
+    def source(self, installation: Installation) -> Source:
+        gh = self._settings.github
+        assert gh is not None
+        assert self._identity is not None, "read() first"
         forge = GitHubForge(
             gh.api_url,
             "",
-            watch_labels=watched_labels(settings.labels),
+            watch_labels=watched_labels(self._settings.labels),
             timeout=gh.timeout_seconds,
             seconds_between_writes=gh.seconds_between_writes,
-            policy=policy,
+            policy=self._policy,
             auth=installation.auth,
-            identity=identity,
+            identity=self._identity,
         )
-        sources.append(Source(forge, installation.repos, own_repos_only=True))
-    return sources
+        return Source(
+            forge,
+            installation.repos,
+            own_repos_only=True,
+            installation=installation.id,
+            app=self,
+        )

@@ -43,6 +43,9 @@ class GitHubApp:
         self._integration = GithubIntegration(
             auth=self._auth, base_url=self._api, timeout=self._timeout, retry=None, lazy=True
         )
+        # One token source per installation: reading it again (the daemon's refresh) reuses
+        # the token it holds instead of minting another.
+        self._auths: dict[int, Auth.AppInstallationAuth] = {}
 
     def identity(self) -> User:
         app = self._call(self._integration.get_app)
@@ -54,7 +57,11 @@ class GitHubApp:
     def installation(self, installation_id: int, subset: Sequence[str] = ()) -> Installation:
         """An installation's token source and its repositories (those of `subset` only, when
         given)."""
-        auth = Auth.AppInstallationAuth(self._auth, installation_id)
+        auth = self._auths.get(installation_id)
+        if auth is None:
+            auth = self._auths[installation_id] = Auth.AppInstallationAuth(
+                self._auth, installation_id
+            )
         requester = Github(
             auth=auth, base_url=self._api, timeout=self._timeout, retry=None, lazy=True
         ).requester

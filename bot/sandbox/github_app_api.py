@@ -82,6 +82,25 @@ class AppEmulator:
             self.world.repo("github", repo).roles[self.bot.login] = "write"
         return installation.id
 
+    def add_repo(self, installation_id: int, repo: str) -> None:
+        """The owner adds a repository to an existing installation."""
+        self.installations[installation_id].repos.append(repo)
+        self.world.repo("github", repo).roles[self.bot.login] = "write"
+
+    def remove_repo(self, installation_id: int, repo: str) -> None:
+        """The owner removes a repository from the installation: its tokens no longer see it."""
+        self.installations[installation_id].repos.remove(repo)
+
+    def uninstall(self, installation_id: int) -> None:
+        """The owner uninstalls the app: the installation and its tokens are gone."""
+        del self.installations[installation_id]
+        with self._lock:  # its tokens are revoked with it
+            self._tokens = {
+                token: held
+                for token, held in self._tokens.items()
+                if held.installation != installation_id
+            }
+
     def issued_tokens(self) -> list[str]:
         with self._lock:
             return list(self._tokens)
