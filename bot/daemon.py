@@ -6,16 +6,10 @@ import hashlib
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
-
-from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MISSED, JobExecutionEvent
-from apscheduler.jobstores.base import JobLookupError
-from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.agent.runner import Deps, Outcome, TaskRunner
 from bot.agent.snapshot import pin_scope
@@ -32,6 +26,7 @@ from bot.forge.mentions import calls_bot
 from bot.forge.types import Platform, TaskKey, TaskSummary
 from bot.health import HeartbeatWriter
 from bot.jail.factory import build_jail
+from bot.jobqueue import JobQueue
 from bot.llm.base import LLMClient
 from bot.log import get_logger
 from bot.metrics import Metrics
@@ -44,45 +39,6 @@ log = get_logger(__name__)
 TAKE_SECONDS = 2.0  # how often a daemon sharing a store looks for queued jobs
 
 
-class JobQueue:
-    """APScheduler 3 in UTC; every job error and missed run goes to one handler, logged."""
-
-    def __init__(self) -> None:
-        self._scheduler = BackgroundScheduler(
-            timezone=UTC,
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
-        )
-        self._scheduler.add_listener(self._on_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED)
-
-    def every(self, seconds: float, fn: Callable[[], object], name: str) -> None:
-        self._scheduler.add_job(
-            fn, "interval", seconds=seconds, id=name, name=name, next_run_time=datetime.now(UTC)
-        )
-
-    def cancel(self, name: str) -> None:
-        with suppress(JobLookupError):  # already gone
-            self._scheduler.remove_job(name)
-
-    def start(self) -> None:
-        self._scheduler.start()
-
-    def shutdown(self) -> None:
-        if self._scheduler.running:
-            self._scheduler.shutdown(wait=True)
-
-    @staticmethod
-    def _on_event(event: JobExecutionEvent) -> None:
-        if event.exception is not None:
-            log.error(
-                "job_failed",
-                job=event.job_id,
-                error=f"{type(event.exception).__name__}: {event.exception}",
-                exc_info=(type(event.exception), event.exception, event.exception.__traceback__),
-            )
-        else:
-            log.warning("job_missed", job=event.job_id)
-
-
 @dataclass
 class _Worker:
     source: Source  # replaced (not changed) when an app's installation gains or loses repos
@@ -91,7 +47,10 @@ class _Worker:
 
     @property
     def role(self) -> str:
-        """The discovery role of this source, the same in every daemon with this config."""
+        """The discovery role of this source, the same in every daemon with this config (an
+        app's installation by its id: its repositories change with refreshes)."""
+        if self.source.installation is not None:
+            return f"discover:{self.source.forge.platform.value}:app:{self.source.installation}"
         repos = ",".join(sorted(repo.lower() for repo in self.source.repos))
         digest = hashlib.sha256(repos.encode()).hexdigest()[:12]
         return f"discover:{self.source.forge.platform.value}:{digest}"
