@@ -251,6 +251,7 @@ class Daemon:
             return
         if lead and self.store.shared and not self.store.lead(worker.role, self._lead_seconds):
             self.take()  # another daemon discovers this source now: alive, and taking work
+            self._count_tasks()
             self.heartbeat.poll(True, None, running=len(self.in_flight()))
             return
         platform = worker.source.forge.platform
