@@ -18,7 +18,7 @@ After every rule, from the forge and the state dir:
   changed before it, each with a notice naming that label event (said once: the markers);
 - no bot comment was posted twice; the status label matches the saved status.
 
-CI runs `PROTOCOL_EXAMPLES` examples (default 15) per forge and clock; set it higher to search
+CI runs `PROTOCOL_EXAMPLES` examples (default 10) per forge and clock; set it higher to search
 longer, e.g. `PROTOCOL_EXAMPLES=500 .venv/bin/pytest tests/protocol`. The same machine runs with
 the state in PostgreSQL (a fresh database per example): `PROTOCOL_PG_EXAMPLES` (default 5).
 """
@@ -58,7 +58,7 @@ from tests.conftest import ALICE_TOKEN, BOT_TOKEN, REPO
 from tests.rig import Rig, comment_id
 from tests.store.helpers import migrated
 
-EXAMPLES = int(os.environ.get("PROTOCOL_EXAMPLES", "15"))
+EXAMPLES = int(os.environ.get("PROTOCOL_EXAMPLES", "10"))
 # The same machine with the state in PostgreSQL (a fresh database per example).
 PG_EXAMPLES = int(os.environ.get("PROTOCOL_PG_EXAMPLES", "5"))
 LABELS = LabelSettings()

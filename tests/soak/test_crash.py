@@ -21,7 +21,7 @@ from tests.conftest import REPO
 from tests.processes import run_bot, start_bot, write_config
 
 MARKER = re.compile(r"<!-- bot:(\S+):(\d+) -->")
-KILLS = int(os.environ.get("CRASH_KILLS", "20"))
+KILLS = int(os.environ.get("CRASH_KILLS", "12"))
 STEPS = 3 * KILLS
 
 
