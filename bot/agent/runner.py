@@ -46,7 +46,7 @@ from bot.config import Settings
 from bot.context.budget import truncate
 from bot.context.engine import initial_context, opening_budget
 from bot.context.tokens import TokenCounter
-from bot.controls import split_commands
+from bot.controls import handed_back, split_commands
 from bot.controls_trust import Gate
 from bot.forge._util import format_time
 from bot.forge.base import Forge
@@ -252,6 +252,8 @@ class _Run:
             start = self.forge.get_thread(self.key)
             if not self.gate.start_allowed(start.labels, start.assignees):
                 return Outcome.IGNORED
+            if fresh and loaded is not None and loaded.status.terminal:
+                fresh = self._still_handed_back(loaded, start)
         self._load(loaded, fresh)
         if self.state.pending_post is not None:
             self.poster.deliver(look_up=True)  # a post the previous process may have made
@@ -272,6 +274,18 @@ class _Run:
             self.life.sync_labels()
         self.workspace()
         return self._loop()
+
+    def _still_handed_back(self, loaded: TaskState, thread: Thread) -> bool:
+        """A new run of a finished task only if it was handed back since it finished, asked
+        again under the lease: the job may have been planned before the task finished (by
+        another daemon, from the thread as it was then)."""
+        trust = self.detector.trust
+        if self.settings.labels.trigger in thread.labels or handed_back(
+            self.forge, self.key, loaded, self.deps.identity, trust
+        ):
+            return True
+        log.info("job_stale", status=loaded.status.value, run=loaded.run)
+        return False
 
     def _load(self, loaded: TaskState | None, fresh: bool) -> None:
         if loaded is not None and not (fresh and loaded.status.terminal):

@@ -127,7 +127,9 @@ def test_three_daemons_sigkilled_at_random_do_every_task_exactly_once(
         assert len(markers) == len(set(markers)), f"a bot comment posted twice on {number}"
         notes = [c.body.split("\n")[0] for c in mine]
         progress = [n for n in notes if n.startswith("Progress note")]
-        assert sorted(progress) == [f"Progress note {k}" for k in range(1, STEPS + 1)]
+        assert sorted(progress) == [f"Progress note {k}" for k in range(1, STEPS + 1)], (
+            f"{platform} #{number}: {[c.body for c in mine]}"
+        )
         finals = [c for c in mine if "Finished after" in c.body]
         assert len(finals) == 1, f"{platform} #{number} ended {len(finals)} times"
         entries = store.conversation(key(platform, number)).entries()
