@@ -77,9 +77,13 @@ def write_state(conn: psycopg.Connection[Any], state: TaskState, fence: PgLease 
 
 def read_state(pool: Pool, key: str) -> TaskState | None:
     with pool.connection() as conn:
-        row = conn.execute(
-            "SELECT state::text FROM tasks WHERE key = %s AND state IS NOT NULL", (key,)
-        ).fetchone()
+        return _read_state(conn, key)
+
+
+def _read_state(conn: psycopg.Connection[Any], key: str) -> TaskState | None:
+    row = conn.execute(
+        "SELECT state::text FROM tasks WHERE key = %s AND state IS NOT NULL", (key,)
+    ).fetchone()
     if row is None:
         return None
     try:
@@ -169,15 +173,10 @@ def export_task(pool: Pool, key: str) -> TaskRecord | None:
     another started) cannot give this run's state with the next run's conversation."""
     with pool.connection() as conn, conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        row = conn.execute(
-            "SELECT state::text FROM tasks WHERE key = %s AND state IS NOT NULL", (key,)
-        ).fetchone()
-        if row is None:
+        state = _read_state(conn, key)
+        if state is None:
             return None
-        try:
-            record = TaskRecord(parse_state(str(row[0]).encode()))
-        except StateError as exc:
-            raise StateError(f"task {key} in the database: {exc}") from None
+        record = TaskRecord(state)
         rows = conn.execute(
             "SELECT run, entry FROM conversation WHERE key = %s ORDER BY run, id", (key,)
         ).fetchall()

@@ -4,7 +4,6 @@ promises (one daemon per task, fenced side effects, nothing lost, no password sh
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,22 +16,9 @@ from bot.store.base import QueuedJob
 from bot.store.pg_lease import claim
 from bot.store.postgres import PostgresStore
 from bot.store.transfer import TaskRecord, copy_store
-from tests.store.helpers import KEY, file_store, migrated, pg_store, sql, state
+from tests.store.helpers import KEY, file_store, pg_store, sql, state
 
 OTHER = state("github:acme/app#2").task_key()
-
-
-@pytest.fixture
-def db(pg_dsn: str) -> str:
-    return migrated(pg_dsn)
-
-
-@pytest.fixture
-def two(db: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
-    first, second = pg_store(db, "d1"), pg_store(db, "d2")
-    yield first, second
-    first.close()
-    second.close()
 
 
 def _die_holding(db: str, key: str) -> None:

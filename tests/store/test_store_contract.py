@@ -184,19 +184,6 @@ def test_files_fenced_is_the_store_itself(tmp_path: Path) -> None:
 # -- postgres: several daemons on one database ------------------------------------------------
 
 
-@pytest.fixture
-def db(pg_dsn: str) -> str:
-    return migrated(pg_dsn)
-
-
-@pytest.fixture
-def two(db: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
-    first, second = pg_store(db, "d1"), pg_store(db, "d2")
-    yield first, second
-    first.close()
-    second.close()
-
-
 def test_tokens_grow_with_every_claim(two: tuple[PostgresStore, PostgresStore]) -> None:
     first, second = two
     tokens = []
