@@ -32,7 +32,7 @@ from bot.log import get_logger
 from bot.metrics import Metrics
 from bot.notify import Notifier
 from bot.state import DaemonLock, DatabaseError, LeaseLost, StateError, Status, TaskBusy, TaskState
-from bot.store.base import QueuedJob, Store
+from bot.store.base import Store
 from bot.store.factory import build_store, daemon_name
 
 log = get_logger(__name__)
@@ -344,7 +344,7 @@ class Daemon:
             for job in jobs:
                 self._submit(worker, job)
             return
-        self.store.enqueue(QueuedJob(job.key, job.fresh) for job in jobs)
+        self.store.enqueue(jobs)
         self.take()
 
     def take(self) -> int:
@@ -359,7 +359,7 @@ class Daemon:
             if worker is None:  # a repository this daemon is not configured for
                 log.warning("job_not_ours", task=str(queued.key))
                 continue
-            self._submit(worker, Job(queued.key, queued.fresh))
+            self._submit(worker, queued)
         return len(taken)
 
     @property

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, MutableSet
-from dataclasses import dataclass
 
 from bot.agent.failures import waiting
 from bot.config import LabelSettings
 from bot.forge.types import Platform, TaskKey, TaskSummary
 from bot.log import get_logger
 from bot.state import StateError, Status, TaskState
-from bot.store.base import Store
+from bot.store.base import QueuedJob, Store
 
 log = get_logger(__name__)
 
 
-@dataclass(frozen=True)
-class Job:
-    key: TaskKey
-    fresh: bool  # start a new run (no state, or a finished task handed back)
-
+# A job: start a new run (`fresh`: no state, or a finished task handed back) or resume. The
+# same value is queued for any daemon when several share a store.
+Job = QueuedJob
 
 HandedBack = Callable[[TaskKey, TaskState], bool]
 

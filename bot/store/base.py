@@ -64,7 +64,8 @@ class DeliveryMemory(Protocol):
 
 @dataclass(frozen=True)
 class QueuedJob:
-    """A task handed out through the shared queue (postgres): start it (`fresh`) or resume."""
+    """Work planned for a task: start a new run (`fresh`) or resume. Run by the daemon that
+    planned it, or (postgres) queued for whichever daemon is free (`dispatch.Job`)."""
 
     key: TaskKey
     fresh: bool
