@@ -136,7 +136,9 @@ class Daemon:
             self._schedule_poll(queue, worker)
         app = self.settings.github.app if self.settings.github else None
         if app is not None and app.refresh_minutes > 0:
-            queue.every(app.refresh_minutes * 60, partial(self.refresh_app, queue), "refresh-app")
+            # Not at once: `initialize` has just read the installations.
+            refresh = partial(self.refresh_app, queue)
+            queue.every(app.refresh_minutes * 60, refresh, "refresh-app", now=False)
         if self.store.shared:  # jobs discovered by another daemon, or freed by a dead one
             queue.every(TAKE_SECONDS, self.take, "take")
         queue.start()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import suppress
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.jobstores.base import JobLookupError
@@ -25,9 +25,11 @@ class JobQueue:
         )
         self._scheduler.add_listener(self._on_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED)
 
-    def every(self, seconds: float, fn: Callable[[], object], name: str) -> None:
+    def every(self, seconds: float, fn: Callable[[], object], name: str, now: bool = True) -> None:
+        """Run `fn` every `seconds`: the first time now, or (`now=False`) after `seconds`."""
+        first = datetime.now(UTC) + (timedelta() if now else timedelta(seconds=seconds))
         self._scheduler.add_job(
-            fn, "interval", seconds=seconds, id=name, name=name, next_run_time=datetime.now(UTC)
+            fn, "interval", seconds=seconds, id=name, name=name, next_run_time=first
         )
 
     def cancel(self, name: str) -> None:
