@@ -119,6 +119,10 @@ class TaskState(BaseModel):
     progress_comment_id: str | None = None
     progress_seq: int | None = None
     branch: str | None = None
+    # Where `branch` is: its repository (None: the task's own; a fork's path) and the kind of
+    # destination (bot/agent/destination.py `Where`; None in states saved before it existed).
+    branch_repo: str | None = None
+    branch_kind: str | None = None
     commit_sha: str | None = None
     change_request_url: str | None = None
     previous_summary: str | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bot.agent.lifecycle import Lifecycle
 from bot.agent.outcome import Outcome
+from bot.agent.patch import patch_section
 from bot.agent.publish import Published, PublishError, publish
 from bot.agent.workspace import Workspace
 from bot.config import AgentSettings
@@ -19,14 +20,24 @@ def finish(
     workspace: Workspace,
     settings: AgentSettings,
     answer: str,
+    *,
+    outside: bool,
 ) -> Outcome:
     """Branch, commit and draft request first (each looked up before it is made), then the
-    final comment carrying the answer and where the work went; status done, labels last."""
+    final comment carrying the answer and where the work went; status done, labels last.
+    `outside`: the request's head may carry commits by people without write access."""
     answer = lifecycle.poster.withhold(answer)  # it goes into the request and commit too
     lifecycle.state.final_answer = answer
     try:
         published = publish(
-            forge, thread, lifecycle.state, workspace, settings, lifecycle.save, answer
+            forge,
+            thread,
+            lifecycle.state,
+            workspace,
+            settings,
+            lifecycle.save,
+            answer,
+            outside=outside,
         )
     except PublishError as exc:  # a conflict with someone's push: stop, name it
         return lifecycle.fail(str(exc))
@@ -37,7 +48,10 @@ def finish(
 def where(published: Published | None) -> str:
     if published is None:
         return ""
+    if published.commit is None:
+        return patch_section(published.patch or "", published.why_patch)
     if published.request_url:
         kind = "Draft change request" if published.draft else "Change request"
         return f"\n\n{kind}: {published.request_url} (branch `{published.branch}`)."
-    return f"\n\nPushed commit {published.commit[:12]} to `{published.branch}`."
+    place = f" in `{published.repo}` (this request's branch)" if published.repo else ""
+    return f"\n\nPushed commit {published.commit[:12]} to `{published.branch}`{place}."

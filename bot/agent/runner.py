@@ -27,6 +27,7 @@ from bot.agent.commands import (
     fix_request,
     run_command_tool,
 )
+from bot.agent.destination import head_from_outside
 from bot.agent.failures import settle
 from bot.agent.finishing import finish
 from bot.agent.instructions import author_trusted, repository_instructions, trusted_reader
@@ -300,6 +301,8 @@ class _Run:
                     run=loaded.run + 1,
                     next_seq=loaded.next_seq,
                     branch=loaded.branch,
+                    branch_repo=loaded.branch_repo,
+                    branch_kind=loaded.branch_kind,
                     change_request_url=loaded.change_request_url,
                     previous_summary=loaded.final_answer or loaded.reason,
                 )
@@ -317,7 +320,10 @@ class _Run:
         self._workspace = None
 
     def _initialize(self, thread: Thread) -> None:
-        self.state.base_sha, self.state.base_branch = pin(self.forge, thread, self.state.branch)
+        continuing = self.state.branch if self.state.branch_repo is None else None
+        self.state.base_sha, self.state.base_branch = pin(
+            self.forge, thread, continuing, outside=self._outside(thread)
+        )
         self.life.save()
         existing = self.detector.initialize()
         talk = split_commands(existing).talk  # old commands are history, not orders
@@ -397,8 +403,16 @@ class _Run:
                 self.workspace(),
                 self.settings.agent,
                 answer + report.text,
+                outside=self._outside(self.safe.thread),
             )
         return end.halt
+
+    def _author_trusted(self, thread: Thread) -> bool:
+        return author_trusted(self.forge, thread, self.detector.trust)
+
+    def _outside(self, thread: Thread) -> bool:
+        """Whether the request's head may carry commits by people without write access."""
+        return head_from_outside(thread, self._author_trusted(thread))
 
     def _checks(self) -> CheckRound:
         """Run the repository's checks on the final changeset; say what they did."""

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from bot.forge.types import (
     BranchHead,
+    ChangedPaths,
     ChangeRequest,
     Comment,
     ControlEvent,
@@ -76,6 +77,11 @@ class Forge(Protocol):
 
     def download_archive(self, repo: str, sha: str, dest: Path) -> None:
         """Write the repository at `sha` as a .tar.gz to `dest`."""
+        ...
+
+    def changed_paths(self, repo: str, base: str, head: str) -> ChangedPaths:
+        """The paths `head` changes relative to its merge base with `base` (a branch), as a
+        request from `head` into `base` would show them."""
         ...
 
     def commit_files(

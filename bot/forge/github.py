@@ -46,6 +46,7 @@ from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
 from bot.forge.types import (
     BranchHead,
+    ChangedPaths,
     ChangeRequest,
     Comment,
     ControlEvent,
@@ -74,6 +75,7 @@ _ROLE = {
 SECONDARY_LIMIT_WAIT = 60.0
 RESET_MARGIN = 0.5
 LABEL_COLOR = "ededed"
+COMPARE_FILES = 300  # the most files "Compare two commits" lists
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,7 @@ class GitHubForge:
             head_sha=head.get("sha"),
             base_ref=base.get("ref"),
             head_repo=((head.get("repo") or {}).get("full_name")),
+            maintainer_can_modify=bool(pull.get("maintainer_can_modify")),
         )
 
     def list_comments(self, key: TaskKey, since: datetime | None = None) -> list[Comment]:
@@ -451,6 +454,18 @@ class GitHubForge:
             download_redirected(url, self._auth_headers, dest, timeout=self._timeout)
 
         self._policy.call("archive", fetch, self._translate)
+
+    def changed_paths(self, repo: str, base: str, head: str) -> ChangedPaths:
+        """ "Compare two commits" (`base...head`, from the merge base). "The list of changed
+        files ... includes up to 300 changed files for the entire comparison"; at 300 the list
+        may be cut. https://docs.github.com/rest/commits/commits#compare-two-commits"""
+        data = self._get(f"/repos/{repo}/compare/{quote(base)}...{quote(head)}", {"per_page": 1})
+        files = data.get("files") or []
+        paths = {str(f["filename"]) for f in files} | {
+            str(f["previous_filename"]) for f in files if f.get("previous_filename")
+        }
+        ancestor = data.get("status") in ("behind", "identical")
+        return ChangedPaths(frozenset(paths), len(files) < COMPARE_FILES, ancestor)
 
     def commit_files(
         self, repo: str, branch: str, parent: str, message: str, changes: Sequence[FileChange]

@@ -39,6 +39,7 @@ from bot.forge.policy import RequestPolicy
 from bot.forge.quick_actions import neutralise_payload
 from bot.forge.types import (
     BranchHead,
+    ChangedPaths,
     ChangeRequest,
     Comment,
     ControlEvent,
@@ -74,6 +75,7 @@ CLOCK_SKEW = timedelta(minutes=5)
 DEFAULT_RATE_LIMIT_WAIT = 60.0
 RESET_MARGIN = 0.5
 LABEL_COLOR = "#ededed"
+COMPARE_FILES = 1000  # GitLab's default "Maximum diff files" of a comparison
 # GitLab's 400s for a commit that lost a race (Files::MultiService, Gitlab::Git::Index and
 # Commits::CreateService#validate_branch_existence!): read the branch again and retry.
 _MOVED = (
@@ -161,6 +163,7 @@ class GitLabForge:
         self._scans: dict[str, _ProjectScan] = {}
         self._permissions: TTLCache[tuple[str, str], Permission] = TTLCache(permission_ttl)
         self._user_ids: TTLCache[str, int] = TTLCache(permission_ttl * 6)
+        self._project_paths: TTLCache[int, str] = TTLCache(permission_ttl)  # forks, by id
         # note id -> (task, discussion id, first note id): notes keep their discussion for life.
         self._threads: LRU[str, tuple[str, str, str]] = LRU(65536)
         self._me: User | None = None
@@ -315,10 +318,30 @@ class GitLabForge:
             head_ref=data.get("source_branch"),
             head_sha=data.get("sha"),
             base_ref=data.get("target_branch"),
-            head_repo=key.repo
-            if data.get("source_project_id") == data.get("target_project_id")
-            else None,
+            head_repo=self._source_project(key.repo, data),
+            # "Allow commits from members who can merge to the target branch"
+            # (https://docs.gitlab.com/api/merge_requests/#get-single-mr: allow_collaboration).
+            maintainer_can_modify=bool(data.get("allow_collaboration")),
         )
+
+    def _source_project(self, repo: str, data: dict[str, Any]) -> str | None:
+        """The path of a merge request's source project: `repo` itself, a fork's path (looked
+        up by id, cached), or None (an issue, or a fork that is gone)."""
+        source = data.get("source_project_id")
+        if source is None:
+            return None
+        if source == data.get("target_project_id"):
+            return repo
+        cached = self._project_paths.get(int(source))
+        if cached is not None:
+            return cached
+        try:
+            found = self._call("project", partial(self._gl.projects.get, int(source)))
+        except NotFound:
+            return None
+        path = str(found.attributes["path_with_namespace"])
+        self._project_paths.put(int(source), path)
+        return path
 
     def list_comments(self, key: TaskKey, since: datetime | None = None) -> list[Comment]:
         notes = self._thread_manager(key).get(key.number, lazy=True).notes
@@ -480,6 +503,20 @@ class GitLabForge:
             return None
         commit = found.attributes["commit"]
         return BranchHead(str(commit["id"]), str(commit.get("message") or ""))
+
+    def changed_paths(self, repo: str, base: str, head: str) -> ChangedPaths:
+        """ "Compare branches, tags or commits" from the merge base (`straight=false`). Its
+        diffs are cut at the instance's "Maximum diff files" (default 1,000,
+        https://docs.gitlab.com/administration/diff_limits/): a list that long may be cut.
+        https://docs.gitlab.com/api/repositories/#compare-branches-tags-or-commits"""
+        project = self._gl.projects.get(repo, lazy=True)
+        fetch = partial(project.repository_compare, base, head, straight="false")
+        data = self._call("compare", fetch)
+        diffs = data.get("diffs") or []
+        paths = {str(d[k]) for d in diffs for k in ("old_path", "new_path") if d.get(k)}
+        complete = len(diffs) < COMPARE_FILES and not data.get("compare_timeout")
+        ancestor = not (data.get("commits") or [])
+        return ChangedPaths(frozenset(paths), complete, ancestor)
 
     def tree_entries(self, repo: str, ref: str, paths: Sequence[str]) -> dict[str, TreeEntry]:
         """One "List repository tree" per folder holding one of `paths`.

@@ -159,7 +159,12 @@ class Thread:
     head_ref: str | None = None
     head_sha: str | None = None
     base_ref: str | None = None
+    # The repository the head branch lives in (`owner/name`; a fork's path when it is not
+    # `key.repo`; None when the forge no longer knows it, e.g. a deleted fork).
     head_repo: str | None = None
+    # GitHub `maintainer_can_modify`, GitLab `allow_collaboration`: people with write access to
+    # `key.repo` may push to the head branch in the fork.
+    maintainer_can_modify: bool = False
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -183,6 +188,15 @@ class TreeEntry:
 
     mode: str
     sha: str
+
+
+@dataclass(frozen=True)
+class ChangedPaths:
+    """What a comparison `base...head` (three dots: from their merge base) changes."""
+
+    paths: frozenset[str]  # every path added, changed or removed (both names of a rename)
+    complete: bool  # False when the forge cut the list (too many files to list)
+    ancestor: bool  # `head` is already in `base`'s history: it brings nothing new
 
 
 @dataclass(frozen=True)

@@ -219,18 +219,16 @@ def issue_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
     return data
 
 
-def pull_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
+def pull_json(base: str, repo: SRepo, thread: SThread, fork: SRepo | None = None) -> dict[str, Any]:
+    """`fork`: the repository the request's head lives in, when it is not `repo`."""
     issue = issue_json(base, repo, thread)
     url = f"{base}/repos/{repo.path}/pulls/{thread.number}"
 
-    def ref(name: str, sha: str, fork: str = "") -> dict[str, Any]:
-        owner = SUser(fork.split("/")[0], repo.owner.id + 1) if fork else repo.owner
+    def ref(name: str, sha: str, fork: SRepo | None = None) -> dict[str, Any]:
+        owner = fork.owner if fork else repo.owner
         head_repo = repo_json(base, repo)
         if fork:  # a request from a fork: `head.repo` is the fork (`fork: true`)
-            head_repo = {
-                **repo_json(base, SRepo("github", fork, repo.id + 1, owner)),
-                "fork": True,
-            }
+            head_repo = {**repo_json(base, fork), "fork": True}
         return {
             "label": f"{owner.login}:{name}",
             "ref": name,
@@ -264,7 +262,7 @@ def pull_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
         "comments_url": issue["comments_url"],
         "statuses_url": links["statuses"],
         "_links": {name: {"href": href} for name, href in links.items()},
-        "head": ref(thread.head_ref, thread.head_sha, thread.head_repo),
+        "head": ref(thread.head_ref, thread.head_sha, fork),
         "base": ref(thread.base_ref, repo.branch_sha(thread.base_ref)),
         "merge_commit_sha": None,
         "merged_at": None,
@@ -274,7 +272,9 @@ def pull_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
         "merged_by": None,
         "auto_merge": None,
         "draft": bool(thread.change and thread.change.draft),
-        "maintainer_can_modify": False,
+        # Whether people with write access here may push to the fork's branch (false for a
+        # request from the same repository). https://docs.github.com/rest/pulls/pulls
+        "maintainer_can_modify": bool(thread.head_repo and thread.maintainer_can_modify),
         "comments": issue["comments"],
         "review_comments": sum(1 for c in thread.comments if c.review),
         "commits": 1,
@@ -435,6 +435,25 @@ def routes(server: ForgeServer) -> list[Route]:
                 raise HttpError(410, "This issue was deleted")
         raise HttpError(404, "Not Found")
 
+    def head_repo_of(thread: SThread) -> SRepo | None:
+        return world.repos.get(("github", thread.head_repo)) if thread.head_repo else None
+
+    def refuse_push(repo: SRepo, branch: str | None, req: Request) -> None:
+        """Writes to a fork by someone who may not push there. GitHub hides what a token may
+        not write to behind 404 (403 "Resource not accessible by ..." for tokens limited to
+        other repositories); either way the write is refused."""
+        assert req.user is not None
+        if repo.fork_of is None:
+            return
+        login = req.user.login
+        allowed = (
+            world.may_push(repo, branch, login)
+            if branch is not None
+            else any(world.may_push(repo, b, login) for b in repo.branches)
+        )
+        if not allowed:
+            raise HttpError(404, "Not Found")
+
     def comment_of(repo: SRepo, comment_id: str, review: bool) -> tuple[SThread, SComment]:
         for thread in repo.threads.values():
             for comment in thread.comments:
@@ -497,7 +516,7 @@ def routes(server: ForgeServer) -> list[Route]:
     def get_pull(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
         thread = thread_of(repo, m["number"], ("pull",))
-        return Response(body=pull_json(req.base_url, repo, thread))
+        return Response(body=pull_json(req.base_url, repo, thread, head_repo_of(thread)))
 
     def list_comments(req: Request, m: re.Match[str], review: bool) -> Response:
         repo = repo_of(m)
@@ -781,6 +800,7 @@ def routes(server: ForgeServer) -> list[Route]:
 
     def create_tree(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
+        refuse_push(repo, None, req)
         body = req.body or {}
         base_sha = str(body.get("base_tree")) if body.get("base_tree") else None
         base = repo.trees.get(base_sha) if base_sha else {}
@@ -821,6 +841,7 @@ def routes(server: ForgeServer) -> list[Route]:
 
     def create_commit(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
+        refuse_push(repo, None, req)
         body = req.body or {}
         files = repo.trees.get(str(body.get("tree")))
         parents = body.get("parents") or []
@@ -839,6 +860,8 @@ def routes(server: ForgeServer) -> list[Route]:
             raise HttpError(422, "Validation Failed")
         branch = ref.removeprefix("refs/heads/")
         _refuse_protected(repo, branch)
+        if repo.fork_of is not None and repo.roles.get(req.user.login if req.user else "") is None:
+            raise HttpError(404, "Not Found")  # maintainers may push to a request's branch only
         if branch in repo.branches:
             raise HttpError(422, "Reference already exists")
         repo.branches[branch] = sha
@@ -849,6 +872,7 @@ def routes(server: ForgeServer) -> list[Route]:
         branch = unquote(m["branch"])
         sha = str((req.body or {}).get("sha", ""))
         _refuse_protected(repo, branch)
+        refuse_push(repo, branch, req)
         if branch not in repo.branches:
             raise HttpError(422, "Reference does not exist")
         if sha not in repo.commits:
@@ -859,17 +883,53 @@ def routes(server: ForgeServer) -> list[Route]:
         if not (req.body or {}).get("force") and not repo.is_ancestor(repo.branches[branch], sha):
             raise HttpError(422, "Update is not a fast forward")
         repo.branches[branch] = sha
-        for thread in repo.threads.values():
-            if thread.head_ref == branch:
-                thread.head_sha = sha
+        world.head_moved(repo, branch)
         return Response(body=ref_json(req, repo, branch))
+
+    def compare(req: Request, m: re.Match[str]) -> Response:
+        # "Compare two commits" with `base...head`: the commits of head since the merge base
+        # and the files they change (at most 300 listed). `status` is "behind" or "identical"
+        # when head is already in base's history.
+        # https://docs.github.com/rest/commits/commits#compare-two-commits
+        repo = repo_of(m)
+        base, head = repo.resolve(unquote(m["base"])), repo.resolve(unquote(m["head"]))
+        merge_base = repo.merge_base(unquote(m["base"]), unquote(m["head"]))
+        if base is None or head is None or merge_base is None:
+            raise HttpError(404, "Not Found")
+        ahead = repo.ancestors(head.sha) - repo.ancestors(base.sha)
+        behind = repo.ancestors(base.sha) - repo.ancestors(head.sha)
+        old, new = repo.commits[merge_base], head
+        files = [
+            {"filename": path, "status": _file_status(old.files, new.files, path)}
+            for path in sorted(set(old.files) | set(new.files))
+            if old.files.get(path) != new.files.get(path)
+            or old.modes.get(path) != new.modes.get(path)
+        ]
+        status = "identical" if base.sha == head.sha else "ahead"
+        if not ahead and behind:
+            status = "behind"
+        elif ahead and behind:
+            status = "diverged"
+        return Response(
+            body={
+                "url": f"{req.base_url}/repos/{repo.path}/compare/{m['base']}...{m['head']}",
+                "status": status,
+                "ahead_by": len(ahead),
+                "behind_by": len(behind),
+                "total_commits": len(ahead),
+                "merge_base_commit": {"sha": merge_base},
+                "base_commit": {"sha": base.sha},
+                "commits": [{"sha": sha} for sha in sorted(ahead)],
+                "files": files[:300],
+            }
+        )
 
     def list_pulls(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
         head = req.query.get("head")
         state = req.query.get("state", "open")
         items = [
-            pull_json(req.base_url, repo, t)
+            pull_json(req.base_url, repo, t, head_repo_of(t))
             for t in sorted(repo.threads.values(), key=lambda t: -t.number)
             if t.kind == "pull"
             and (state == "all" or t.state == state)
@@ -899,7 +959,7 @@ def routes(server: ForgeServer) -> list[Route]:
             str(body["title"]), str(body.get("body") or ""), head, base, bool(body.get("draft"))
         )
         thread = world.open_change_request("github", repo.path, req.user.login, change)
-        return Response(201, pull_json(req.base_url, repo, thread))
+        return Response(201, pull_json(req.base_url, repo, thread, head_repo_of(thread)))
 
     def list_events(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
@@ -943,6 +1003,7 @@ def routes(server: ForgeServer) -> list[Route]:
         ("POST", REPO + r"/git/commits", create_commit),
         ("POST", REPO + r"/git/refs", create_ref),
         ("PATCH", REPO + r"/git/refs/heads/(?P<branch>.+)", update_ref),
+        ("GET", REPO + r"/compare/(?P<base>.+?)\.\.\.(?P<head>.+)", compare),
         ("GET", REPO + r"/pulls", list_pulls),
         ("POST", REPO + r"/pulls", create_pull),
     ]
@@ -951,6 +1012,12 @@ def routes(server: ForgeServer) -> list[Route]:
     # (https://docs.github.com/en/repositories/archiving-a-github-repository/archiving-repositories).
     message = "Repository was archived so is read-only."
     return read_only_when_archived(table, "owner", lambda m: repo_of(m).archived, message)
+
+
+def _file_status(old: dict[str, bytes], new: dict[str, bytes], path: str) -> str:
+    if path not in old:
+        return "added"
+    return "removed" if path not in new else "modified"
 
 
 def _refuse_protected(repo: SRepo, branch: str) -> None:

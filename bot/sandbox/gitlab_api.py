@@ -88,9 +88,13 @@ def thread_json(base: str, repo: SRepo, thread: SThread) -> dict[str, Any]:
                 "source_branch": thread.head_ref,
                 "target_branch": thread.base_ref,
                 "sha": thread.head_sha,
-                # A fork's merge request names the fork as its source project.
-                "source_project_id": repo.id + 1 if thread.head_repo else repo.id,
+                # A fork's merge request names the fork as its source project, and says
+                # whether members who can merge may push to its branch there.
+                # https://docs.gitlab.com/api/merge_requests/#get-single-mr
+                "source_project_id": thread.head_repo_id or repo.id,
                 "target_project_id": repo.id,
+                "allow_collaboration": bool(thread.head_repo and thread.maintainer_can_modify),
+                "allow_maintainer_to_push": bool(thread.head_repo and thread.maintainer_can_modify),
                 "draft": bool(thread.change and thread.change.draft),
             }
         )
@@ -473,6 +477,14 @@ def routes(server: ForgeServer) -> list[Route]:
         repo = project_of(m)
         body = req.body or {}
         name = str(body.get("branch", ""))
+        assert req.user is not None
+        members_only = repo.fork_of is not None and name not in repo.branches
+        if not world.may_push(repo, name, req.user.login) or (
+            members_only and req.user.login not in repo.roles
+        ):
+            # A fork's branch takes pushes from its own members, or from members who can merge
+            # into the target when its merge request allows it (allow_collaboration).
+            raise HttpError(403, "You are not allowed to push into this branch")
         if repo.is_protected(name):
             # https://docs.gitlab.com/user/project/repository/branches/protected/ : a push
             # by someone not allowed to push to the branch is a 403.
@@ -486,10 +498,44 @@ def routes(server: ForgeServer) -> list[Route]:
         message = str(body.get("commit_message", ""))
         commit = repo.commit(files, message, [base], req.user.login, modes)
         repo.branches[name] = commit.sha
-        for thread in repo.threads.values():
-            if thread.head_ref == name:
-                thread.head_sha = commit.sha
+        world.head_moved(repo, name)
         return Response(201, commit_json(commit))
+
+    def compare(req: Request, m: re.Match[str]) -> Response:
+        # "Compare branches, tags or commits": with `straight=false` (the default) from the
+        # merge base of `from` and `to`; `commits` are those of `to` since it.
+        # https://docs.gitlab.com/api/repositories/#compare-branches-tags-or-commits
+        repo = project_of(m)
+        start, end = req.query.get("from", ""), req.query.get("to", "")
+        head = repo.resolve(end)
+        straight = req.query.get("straight", "false").lower() == "true"
+        base_sha = start if straight else repo.merge_base(start, end)
+        base, origin = repo.resolve(base_sha or ""), repo.resolve(start)
+        if head is None or base is None or origin is None:
+            raise HttpError(404, "404 Ref Not Found")
+        ahead = repo.ancestors(head.sha) - repo.ancestors(origin.sha)
+        diffs = [
+            {
+                "old_path": path,
+                "new_path": path,
+                "new_file": path not in base.files,
+                "deleted_file": path not in head.files,
+                "renamed_file": False,
+                "diff": "",
+            }
+            for path in sorted(set(base.files) | set(head.files))
+            if base.files.get(path) != head.files.get(path)
+            or base.modes.get(path) != head.modes.get(path)
+        ]
+        return Response(
+            body={
+                "commit": commit_json(head),
+                "commits": [commit_json(repo.commits[sha]) for sha in sorted(ahead)],
+                "diffs": diffs,
+                "compare_timeout": False,
+                "compare_same_ref": start == end,
+            }
+        )
 
     def create_mr(req: Request, m: re.Match[str]) -> Response:
         repo = project_of(m)
@@ -532,6 +578,7 @@ def routes(server: ForgeServer) -> list[Route]:
         ("GET", PROJECT + r"/repository/tree", tree),
         ("GET", PROJECT + r"/repository/blobs/(?P<sha>[0-9a-f]+)/raw", raw_blob),
         ("POST", PROJECT + r"/repository/commits", create_commit),
+        ("GET", PROJECT + r"/repository/compare", compare),
         ("POST", PROJECT + r"/merge_requests", create_mr),
     ]
 

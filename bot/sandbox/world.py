@@ -20,6 +20,10 @@ from datetime import UTC, datetime, timedelta
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")
 
 
+def _level(role: str | None) -> int:
+    return ROLES.index(role) if role in ROLES else 0
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
@@ -121,6 +125,10 @@ class SThread:
     locked: bool = False  # GitLab `discussion_locked` (the /lock quick action)
     approved_by: list[str] = field(default_factory=list)  # GitLab approvals (/approve)
     head_repo: str = ""  # a fork's path when the request comes from one; "" = same repository
+    # GitHub `maintainer_can_modify` / GitLab `allow_collaboration`: the fork's owner lets
+    # people with write access to this repository push to the request's branch in the fork.
+    maintainer_can_modify: bool = False
+    head_repo_id: int = 0  # the fork's id (GitLab `source_project_id`); 0 = this repository
 
 
 # Git file modes: a regular file, an executable, a symbolic link (its blob holds the target).
@@ -184,6 +192,10 @@ class SRepo:
     archived: bool = False
     protected: list[str] = field(default_factory=list)
     drafts_supported: bool = True
+    # A fork: the path of the repository it was forked from. A fork network shares one object
+    # store (GitHub serves a fork request's head in the parent as `refs/pull/<n>/head`), so the
+    # fork's `commits`, `trees` and `tree_modes` are the parent's own dictionaries.
+    fork_of: str | None = None
 
     def is_protected(self, branch: str) -> bool:
         return any(fnmatch.fnmatchcase(branch, pattern) for pattern in self.protected)
@@ -246,6 +258,27 @@ class SRepo:
             seen.add(current)
             todo.extend(self.commits[current].parents)
         return False
+
+    def ancestors(self, sha: str) -> set[str]:
+        """`sha` and every commit reachable from it."""
+        todo, seen = [sha], set()
+        while todo:
+            current = todo.pop()
+            if current in seen or current not in self.commits:
+                continue
+            seen.add(current)
+            todo.extend(self.commits[current].parents)
+        return seen
+
+    def merge_base(self, one: str, other: str) -> str | None:
+        """The best common ancestor of two commits (`git merge-base`): a common ancestor that
+        no other common ancestor descends from; None when the histories are unrelated."""
+        first, second = self.resolve(one), self.resolve(other)
+        if first is None or second is None:
+            return None
+        common = self.ancestors(first.sha) & self.ancestors(second.sha)
+        best = [c for c in common if not any(c in self.ancestors(o) - {o} for o in common)]
+        return min(best) if best else None
 
     def last_commit_for(self, path: str, sha: str) -> str | None:
         """The newest commit reachable from `sha` (first parents) that changed `path`, as
@@ -689,6 +722,7 @@ class World:
             merged = {**repo.commits[base].modes, **(modes or {})}
             commit = repo.commit(content, message, [base], "alice", merged)
             repo.branches[branch] = commit.sha
+            self.head_moved(repo, branch)
             return commit.sha
 
     def open_change_request(
@@ -711,6 +745,28 @@ class World:
             thread.head_sha = repo.branches[change.head]
             return thread
 
+    def fork(self, platform: str, path: str, owner: str) -> SRepo:
+        """`owner`'s fork of `path` (made on first use): its own repository, with its own
+        branches and roles, sharing the parent's object store."""
+        with self.lock:
+            parent = self.repo(platform, path)
+            fork_path = f"{owner}/{path.split('/', 1)[1]}"
+            existing = self.repos.get((platform, fork_path))
+            if existing is not None:
+                return existing
+            fork = SRepo(platform, fork_path, self.next_id(), self.user(owner))
+            fork.commits, fork.trees, fork.tree_modes = (
+                parent.commits,
+                parent.trees,
+                parent.tree_modes,
+            )
+            fork.default_branch = parent.default_branch
+            fork.branches = {parent.default_branch: parent.branches[parent.default_branch]}
+            fork.roles = {owner: "admin"}
+            fork.fork_of = path
+            self.repos[(platform, fork_path)] = fork
+            return fork
+
     def add_fork_request(
         self,
         platform: str,
@@ -721,27 +777,71 @@ class World:
         title: str = "A change",
         body: str = "",
         labels: list[str] | None = None,
+        maintainer_can_modify: bool = False,
+        branch: str = "patch-1",
     ) -> SThread:
-        """A pull/merge request from `author`'s fork. Its head commit is reachable in the base
-        repository by sha, as both forges keep a request's head there (GitHub
+        """A pull/merge request from `branch` of `author`'s fork. Its head commit is reachable
+        in the base repository by sha, as both forges keep a request's head there (GitHub
         `refs/pull/<n>/head`: docs.github.com, "Checking out pull requests locally"; GitLab
         `refs/merge-requests/<iid>/head`: docs.gitlab.com, "Merge requests > Checkout
         locally"), but no branch of the base repository points at it."""
         with self.lock:
             repo = self.repo(platform, path)
+            fork = self.fork(platform, path, author)
             base = repo.branches[repo.default_branch]
             content = dict(repo.commits[base].files)
             content.update({p: d.encode() if isinstance(d, str) else d for p, d in files.items()})
             commit = repo.commit(content, title, [base], author)
+            fork.branches[branch] = commit.sha
             kind = "pull" if platform == "github" else "mr"
             thread = self.add_thread(
                 platform, path, kind=kind, title=title, body=body, author=author, labels=labels
             )
             repo.branches.pop(thread.head_ref, None)  # add_thread made one in the base repo
-            thread.head_ref = "patch-1"
+            thread.head_ref = branch
             thread.head_sha = commit.sha
-            thread.head_repo = f"{author}/{path.split('/', 1)[1]}"
+            thread.head_repo = fork.path
+            thread.head_repo_id = fork.id
+            thread.maintainer_can_modify = maintainer_can_modify
             return thread
+
+    def head_moved(self, repo: SRepo, branch: str) -> None:
+        """A branch of `repo` moved: every open request whose head it is follows it (a fork's
+        request lives in the parent; both forges update the request's head on a push)."""
+        with self.lock:
+            sha = repo.branches.get(branch)
+            for owner in self.repos.values():
+                for thread in owner.threads.values():
+                    source = thread.head_repo or owner.path
+                    if source == repo.path and thread.head_ref == branch and sha is not None:
+                        thread.head_sha = sha
+
+    def may_push(self, repo: SRepo, branch: str, login: str) -> bool:
+        """Whether `login` may push to `branch` of `repo`. Only forks are checked (elsewhere
+        the sandbox lets the token's user write, as the tests configure it): the fork's own
+        people, or someone with write access to the parent when an open request from that
+        branch allows edits by maintainers ("Allowing changes to a pull request branch created
+        from a fork", docs.github.com/en/pull-requests/collaborating-with-pull-requests/
+        working-with-forks/allowing-changes-to-a-pull-request-branch-created-from-a-fork;
+        GitLab: "Allow commits from members who can merge to the target branch",
+        docs.gitlab.com/user/project/merge_requests/allow_collaboration/)."""
+        with self.lock:
+            if repo.fork_of is None:
+                return True
+            if _level(repo.roles.get(login)) >= _level("write"):
+                return True
+            parent = self.repos.get((repo.platform, repo.fork_of))
+            if parent is None:
+                return False
+            if _level(parent.roles.get(login)) < _level("write"):
+                return False
+            return any(
+                t.head_repo == repo.path
+                and t.head_ref == branch
+                and t.state == "open"
+                and t.maintainer_can_modify
+                for t in parent.threads.values()
+            )
 
     def thread(self, platform: str, path: str, number: int, kind: str | None = None) -> SThread:
         with self.lock:
