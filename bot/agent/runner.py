@@ -214,7 +214,7 @@ class _Run:
             read = trusted_reader(self.forge, thread, self.state.base_sha, self._workspace, trusted)
             checks = checks_for(self.settings.jail, self.key.repo, read)
             self.close()
-            self._session = CommandSession(self.deps.jail, self._workspace, checks)
+            self._session = CommandSession(self.deps.jail, self._workspace, checks, trusted)
         return self._session
 
     def close(self) -> None:
@@ -425,9 +425,8 @@ class _Run:
         text = "\n\n" + checks_markdown(reports, enabled=True)
         if failing(reports) and self.state.check_rounds < self.settings.jail.max_fix_turns:
             self.state.check_rounds += 1
-            self.conversation.append(
-                {"role": "user", "content": fix_request(reports), "kind": "checks"}
-            )
+            request = fix_request(reports, trusted=session.head_trusted)
+            self.conversation.append({"role": "user", "content": request, "kind": "checks"})
             self.life.save()
             return CheckRound(text, again=True)
         return CheckRound(text)
