@@ -58,7 +58,7 @@ class CommandSession:
     checks: RepoChecks
     # Whether the pinned commit's code is trusted (the rule of the instruction files: the
     # default branch, or a request by someone with write access). What untrusted code prints
-    # reaches the model quoted under the untrusted mark (docs/architecture.md, invariant 14).
+    # reaches the model quoted under the untrusted mark (DESIGN invariant 14).
     head_trusted: bool
     _work: WorkCopy | None = None
     setup_results: list[CommandResult] = field(default_factory=list)

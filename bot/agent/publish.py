@@ -16,7 +16,7 @@ number of times.
 Where the commit goes is `destination.py`'s choice: a request whose head comes from outside
 never becomes the base of a branch in the task's repository. Independently, before any push to
 the task's repository, the protected paths are checked against the whole diff the push would
-bring (docs/architecture.md, invariant 13): for a new branch, everything its parent commit
+bring (DESIGN invariant 13): for a new branch, everything its parent commit
 changes since its merge base with the target branch, plus the bot's changes; for an existing
 branch (a fast-forward), the bot's changes. A protected path among them refuses the push.
 """
