@@ -103,9 +103,12 @@ def make_area(
     return Area(root, place, mode, limit, run_as, holder)
 
 
-def _start_holder(place: Path, limit: int, run_as: tuple[int, int] | None) -> subprocess.Popen[bytes]:
+def _start_holder(
+    place: Path, limit: int, run_as: tuple[int, int] | None
+) -> subprocess.Popen[bytes]:
     uid, gid = run_as or (os.geteuid(), os.getegid())
-    holder = subprocess.Popen(
+    # Lives as long as the working copy: Area.release ends it.
+    holder = subprocess.Popen(  # noqa: SIM115
         [sys.executable, "-I", str(_HOLDER), str(place), str(limit), str(uid), str(gid)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -35,6 +35,11 @@ RESOLV_CONF = f"nameserver {DNS}\n"
 NS_GET_USERNS = 0xB701
 _ROUTES = Path(__file__).with_name("_netns_routes.py")
 _HELPER_SECONDS = 10.0
+_NOISE = ("WARNING", "child failed", "*", "Starting slirp", "seccomp:")
+_TUN_HINT = (
+    " (the daemon's user needs read and write access to /dev/net/tun: mode 0666, Debian's"
+    " default; in Docker: --device /dev/net/tun)"
+)
 MISSING = (
     "networked setup needs slirp4netns (user-mode networking that cannot reach the host's "
     "loopback): install the package `slirp4netns` (apt-get install slirp4netns)"
@@ -60,7 +65,8 @@ class SlirpAttachment:
         os.close(resolv_w)
         self._exit_r, self._exit_w = os.pipe()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._errors = tempfile.TemporaryFile()  # slirp4netns's messages, read if it fails
+        # slirp4netns's messages, read if it fails; open as long as this command runs.
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115
         self._owned = [self._info_r, self._info_w, self._block_r, self._block_w]
         self._owned += [self._resolv_r, self._exit_r, self._exit_w]
 
@@ -150,8 +156,9 @@ class SlirpAttachment:
         self._proc.wait()
         self._errors.seek(0)
         lines = self._errors.read(65536).decode("utf-8", "replace").strip().splitlines()
-        useful = [line for line in lines if not line.startswith("WARNING")]
-        return (useful or ["slirp4netns gave no reason"])[-1][:300]
+        useful = [line for line in lines if not line.startswith(_NOISE)]
+        reason = (useful or ["slirp4netns gave no reason"])[-1][:300]
+        return f"{reason}{_TUN_HINT}" if "/dev/net/tun" in reason else reason
 
     def _close(self, *fds: int) -> None:
         for fd in fds:

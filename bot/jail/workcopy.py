@@ -101,9 +101,7 @@ class WorkCopy:
         links: Mapping[str, str] | None,
         executables: Iterable[str],
     ) -> None:
-        shutil.copytree(
-            self.snapshot, self.root, dirs_exist_ok=True, ignore=_hidden, symlinks=True
-        )
+        shutil.copytree(self.snapshot, self.root, dirs_exist_ok=True, ignore=_hidden, symlinks=True)
         self._ignore = _ignore_spec(self.snapshot)
         self._links = dict(links or {})
         self._restore_modes(executables)
