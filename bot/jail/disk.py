@@ -108,7 +108,7 @@ def _start_holder(
 ) -> subprocess.Popen[bytes]:
     uid, gid = run_as or (os.geteuid(), os.getegid())
     # Lives as long as the working copy: Area.release ends it.
-    holder = subprocess.Popen(  # noqa: SIM115
+    holder = subprocess.Popen(
         [sys.executable, "-I", str(_HOLDER), str(place), str(limit), str(uid), str(gid)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
