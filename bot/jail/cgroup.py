@@ -60,8 +60,10 @@ class TaskCgroups:
 
     def remove(self, path: Path) -> None:
         """Kill what is left in it, then remove it (a cgroup goes once its processes have)."""
+        kill = path / "cgroup.kill"  # Linux 5.14; before it, bubblewrap's PID namespace
         with contextlib.suppress(OSError):
-            (path / "cgroup.kill").write_text("1")
+            if kill.exists():
+                kill.write_text("1")
         for _ in range(_REMOVE_TRIES):
             try:
                 path.rmdir()

@@ -27,6 +27,10 @@ from bot.jail.workcopy import WorkCopy
 from bot.log import get_logger
 
 log = get_logger(__name__)
+_REASONS = {
+    DiskMode.TMPFS: "a size-limited tmpfs per working copy",
+    DiskMode.WATCHDOG: "the working copy's size is measured while commands run",
+}
 POOL_SIZE = 64
 
 
@@ -62,12 +66,14 @@ class _Host:
         self._cgroups: tuple[TaskCgroups | None, str] | None = None
 
     def settle_disk(self, mode: DiskMode, reason: str) -> None:
+        """The first working copy's mode holds for the jail; a copy that later falls back
+        (the tmpfs worked at start, not this time) is only logged."""
         with self._lock:
             before = self.disk
-            if before is None or mode is DiskMode.WATCHDOG:
+            if before is None:
                 self.disk = (mode, reason)
-        if before is not None and before[0] is not mode:  # it worked at start, then did not
-            log.warning("jail_disk_mode_changed", mode=mode.value, reason=reason)
+        if before is not None and before[0] is not mode:
+            log.warning("jail_disk_fallback", mode=mode.value, reason=reason)
 
     def cgroups(self) -> tuple[TaskCgroups | None, str]:
         with self._lock:
@@ -87,6 +93,8 @@ class Jail:
     uid_base: int = 1_000_000_000
     work_parent: Path | None = None  # where working copies are made (default: the temp dir)
     slirp: str = SLIRP  # user-mode networking for networked setup steps
+    # How working copies are bounded, best first: the next is used where one cannot work.
+    disk_modes: tuple[DiskMode, ...] = (DiskMode.TMPFS, DiskMode.WATCHDOG)
     _uids: _UidPool = field(init=False, repr=False, compare=False)
     _host: _Host = field(init=False, repr=False, compare=False)
 
@@ -177,17 +185,23 @@ class Jail:
         )
 
     def _area(self, owner: tuple[int, int] | None) -> Area:
-        mode = self._host.disk[0] if self._host.disk else DiskMode.TMPFS
+        settled = self._host.disk
+        # Where the tmpfs did not work for the first copy, it is not tried for every other.
+        fallen = settled is not None and settled[0] is not self.disk_modes[0]
+        modes = self.disk_modes[-1:] if fallen else self.disk_modes
         limit = self.limits.disk_bytes
-        if mode is DiskMode.TMPFS:
+        failure = ""
+        for mode in modes[:-1]:
             try:
-                area = make_area(self.work_parent, limit, owner, DiskMode.TMPFS)
+                area = make_area(self.work_parent, limit, owner, mode)
             except (HolderFailed, OSError) as exc:
-                self._host.settle_disk(DiskMode.WATCHDOG, f"no size-limited tmpfs here: {exc}")
-            else:
-                self._host.settle_disk(DiskMode.TMPFS, "a tmpfs per working copy")
-                return area
-        return make_area(self.work_parent, limit, owner, DiskMode.WATCHDOG)
+                failure = f"no size-limited tmpfs here ({exc}): "
+                continue
+            self._host.settle_disk(mode, _REASONS[mode])
+            return area
+        area = make_area(self.work_parent, limit, owner, modes[-1])
+        self._host.settle_disk(modes[-1], failure + _REASONS[modes[-1]])
+        return area
 
     def _cgroup(self) -> Path | None:
         cgroups, _ = self._host.cgroups()
