@@ -224,7 +224,8 @@ limits = jail.host_limits()
 work = jail.work_copy(Path(tempfile.mkdtemp()), {})
 try:
     net = jail.run(sys.argv[1], work, network=True)
-    full = jail.run("dd if=/dev/zero of=a bs=1M count=20; dd if=/dev/zero of=b bs=1M count=20", work)
+    full = jail.run("dd if=/dev/zero of=a bs=1M count=20; dd if=/dev/zero of=b bs=1M count=20",
+                    work)
 finally:
     work.remove()
 print(json.dumps({"limits": limits, "net": net.output(9000), "full": full.output(9000)}))
