@@ -3,7 +3,8 @@
 #          -e GITHUB_TOKEN=... coding-agent-bot
 # With `jail.enabled: true` the container must allow user namespaces and mounts inside them
 # (README, "Running commands"): e.g. --security-opt seccomp=unconfined --security-opt
-# apparmor=unconfined, or a seccomp profile that permits unshare, clone3 and mount.
+# apparmor=unconfined, or a seccomp profile that permits unshare, clone3, setns and mount;
+# networked setup (setup_network: true) also needs --device /dev/net/tun for slirp4netns.
 FROM python:3.11.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -14,7 +15,7 @@ RUN sh scripts/install-venv /opt/venv .
 
 FROM python:3.11.11-slim-bookworm
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends tini bubblewrap \
+    && apt-get install -y --no-install-recommends tini bubblewrap slirp4netns \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 bot \
     && useradd --system --uid 10001 --gid bot --home-dir /data --shell /usr/sbin/nologin bot \

@@ -229,6 +229,8 @@ class JailSettings(_Frozen):
     # Off: the agent cannot run commands and pull/merge requests say checks were not run.
     enabled: bool = False
     bwrap: str = Field(default="bwrap", min_length=1)
+    # User-mode networking for setup steps that may use the network (never the host's own).
+    slirp4netns: str = Field(default="slirp4netns", min_length=1)
     timeout_seconds: float = Field(default=300.0, gt=0)
     cpu_seconds: int = Field(default=300, ge=1)
     memory_mb: int = Field(default=4096, ge=64)
@@ -236,6 +238,13 @@ class JailSettings(_Frozen):
     max_file_mb: int = Field(default=512, ge=1)
     max_output_mb: int = Field(default=16, ge=1)
     tmp_mb: int = Field(default=512, ge=1)
+    # The working copy and everything commands write into it, together: a size-limited tmpfs
+    # per copy (memory), so a command that fills it gets ENOSPC and the host's disk is left
+    # alone (README, "Running commands").
+    disk_mb: int = Field(default=2048, ge=16)
+    # All of one task's commands together (memory.max of its cgroup), where the daemon's
+    # cgroup is delegated (systemd Delegate=); tmpfs pages they write count too.
+    task_memory_mb: int = Field(default=6144, ge=64)
     # The whole environment of a command besides PATH, HOME, LANG, TERM, CI: nothing is
     # inherited from the daemon.
     env: dict[str, str] = Field(default_factory=dict)

@@ -90,6 +90,8 @@ class Daemon:
         self.auth_error: str | None = None  # the last rejection, for `bot run --once`
         self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
         self.jail = build_jail(settings.jail)  # None unless jail.enabled
+        if self.jail is not None:  # which bounds hold here (README, "Running commands")
+            log.info("jail_limits", **self.jail.host_limits())
         self._app: AppInstallations | None = next((s.app for s in sources if s.app), None)
         self._app_failing = False  # a failed refresh is logged once until one succeeds
         self._job_ids = itertools.count()

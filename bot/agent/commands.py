@@ -2,7 +2,9 @@
 
 One `CommandSession` per task run owns the working copy (the pinned snapshot with the task's
 changeset applied, made on first use) and runs every command in the jail. The setup commands
-run once, before the first command, with the network only when the configuration allows it.
+run once, before the first command, with a network of their own (never the host's) only when
+the configuration allows it and the head is trusted: code from an untrusted head never gets
+one, whatever the configuration says. Checks and `run_command` never get a network.
 Files a command changes are folded back into the changeset through the workspace, so its
 rules (protected paths, left-out files, size limits) hold for them as for the file tools.
 """
@@ -57,8 +59,10 @@ class CommandSession:
     workspace: Workspace
     checks: RepoChecks
     # Whether the pinned commit's code is trusted (the rule of the instruction files: the
-    # default branch, or a request by someone with write access). What untrusted code prints
-    # reaches the model quoted under the untrusted mark (DESIGN invariant 14).
+    # default branch, or a request by someone with write access; no default: nothing
+    # trusts a head unless its caller decided so). Untrusted code never gets a network,
+    # and what it prints reaches the model quoted under the untrusted mark (DESIGN
+    # invariant 14).
     head_trusted: bool
     _work: WorkCopy | None = None
     setup_results: list[CommandResult] = field(default_factory=list)
@@ -98,12 +102,19 @@ class CommandSession:
             self._work = self.jail.work_copy(
                 ws.snapshot_root(), ws.changes, ws.links(), ws.executables()
             )
+            network = self._setup_network()
             for command in self.checks.setup:
-                result = self.jail.run(command, self._work, network=self.checks.setup_network)
+                result = self.jail.run(command, self._work, network=network)
                 self.setup_results.append(result)
                 log.info("setup_ran", outcome=result.outcome, duration=round(result.duration, 2))
             self._work.collect(ws.changes)  # what setup installs is environment, not changes
         return self._work
+
+    def _setup_network(self) -> bool:
+        if self.checks.setup_network and self.checks.setup and not self.head_trusted:
+            log.warning("setup_network_refused", reason="untrusted_head")
+            return False
+        return self.checks.setup_network
 
 
 def run_command_tool(session: CommandSession, counter: TokenCounter, budget: int) -> Tool:

@@ -214,7 +214,9 @@ class _Run:
             read = trusted_reader(self.forge, thread, self.state.base_sha, self._workspace, trusted)
             checks = checks_for(self.settings.jail, self.key.repo, read)
             self.close()
-            self._session = CommandSession(self.deps.jail, self._workspace, checks, trusted)
+            self._session = CommandSession(
+                self.deps.jail, self._workspace, checks, head_trusted=trusted
+            )
         return self._session
 
     def close(self) -> None:

@@ -50,19 +50,18 @@ def bwrap_argv(
     *,
     limits: JailLimits,
     env: Mapping[str, str],
-    network: bool = False,
+    network: Sequence[str] = (),
     read_only: Sequence[Path] = (),
 ) -> list[str]:
+    """`network`: the options of a `SlirpAttachment` for a networked command. Every command
+    gets its own network namespace (`--unshare-all`); the host's is never shared."""
     argv = ["prlimit", *limits.prlimit_args(), "--", bwrap]
     argv += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    if network:
-        argv.append("--share-net")
     argv += ["--ro-bind", "/usr", "/usr"]
     argv += _system_roots()
     for name in _ETC:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    if network:
-        argv += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+    argv += network  # its /etc/resolv.conf names slirp's DNS forwarder
     for path in read_only:
         argv += ["--ro-bind", str(path), str(path)]
     argv += ["--proc", "/proc", "--dev", "/dev"]

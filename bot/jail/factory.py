@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 from bot.config import ConfigError, JailSettings
-from bot.jail.jail import Jail, JailUnavailable, probe
+from bot.jail.jail import Jail, JailUnavailable, probe, probe_network
 from bot.jail.limits import MIB, JailLimits
 
 
@@ -20,6 +20,8 @@ def build_jail(settings: JailSettings) -> Jail | None:
         max_file_bytes=settings.max_file_mb * MIB,
         max_output_bytes=settings.max_output_mb * MIB,
         tmp_bytes=settings.tmp_mb * MIB,
+        disk_bytes=settings.disk_mb * MIB,
+        task_memory_bytes=settings.task_memory_mb * MIB,
     )
     return Jail(
         bwrap=settings.bwrap,
@@ -28,6 +30,7 @@ def build_jail(settings: JailSettings) -> Jail | None:
         read_only=settings.read_only_paths,
         uid_base=settings.uid_base,
         work_parent=settings.work_dir,
+        slirp=settings.slirp4netns,
     )
 
 
@@ -41,4 +44,20 @@ def jail_problem(settings: JailSettings) -> ConfigError | None:
     except JailUnavailable as exc:
         key = "jail.bwrap" if shutil.which(settings.bwrap) is None else "jail.enabled"
         return ConfigError(key, str(exc))
+    networked = network_key(settings)
+    if networked is not None:
+        try:
+            probe_network(jail)
+        except JailUnavailable as exc:
+            return ConfigError(networked, str(exc))
+    return None
+
+
+def network_key(settings: JailSettings) -> str | None:
+    """The first key that asks for networked setup, if any does."""
+    for name, checks in sorted(settings.repositories.items()):
+        if checks.setup_network:
+            return f"jail.repositories.{name}.setup_network"
+    if settings.allow_repo_setup_network:
+        return "jail.allow_repo_setup_network"
     return None

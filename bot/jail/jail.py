@@ -1,4 +1,10 @@
-"""The jail: bubblewrap around one command over a working copy, as an unprivileged user."""
+"""The jail: bubblewrap around one command over a working copy, as an unprivileged user.
+
+What each command is run under, outermost first: the task's cgroup (where one is delegated,
+bot.jail.cgroup), the working copy's mount namespace (its size-limited filesystem,
+bot.jail.disk) and, as root, the copy's unprivileged uid; then prlimit and bubblewrap; for a
+networked setup step, slirp4netns beside it (bot.jail.network).
+"""
 
 from __future__ import annotations
 
@@ -11,10 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.jail.bwrap import bwrap_argv, jail_env
+from bot.jail.cgroup import TaskCgroups, join_argv
+from bot.jail.disk import Area, DiskMode, HolderFailed, make_area
 from bot.jail.limits import JailLimits
-from bot.jail.process import CommandResult, run_bounded
+from bot.jail.network import MISSING as SLIRP_MISSING
+from bot.jail.network import SLIRP, SlirpAttachment, slirp_path
+from bot.jail.process import CommandResult, Launch, run_bounded
 from bot.jail.workcopy import WorkCopy
+from bot.log import get_logger
 
+log = get_logger(__name__)
+_REASONS = {
+    DiskMode.TMPFS: "a size-limited tmpfs per working copy",
+    DiskMode.WATCHDOG: "the working copy's size is measured while commands run",
+}
 POOL_SIZE = 64
 
 
@@ -41,6 +57,31 @@ class JailUnavailable(Exception):
     """bubblewrap is missing or cannot create namespaces here; the message says how to fix it."""
 
 
+class _Host:
+    """What this host offers, found out once per jail (the first working copy)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.disk: tuple[DiskMode, str] | None = None
+        self._cgroups: tuple[TaskCgroups | None, str] | None = None
+
+    def settle_disk(self, mode: DiskMode, reason: str) -> None:
+        """The first working copy's mode holds for the jail; a copy that later falls back
+        (the tmpfs worked at start, not this time) is only logged."""
+        with self._lock:
+            before = self.disk
+            if before is None:
+                self.disk = (mode, reason)
+        if before is not None and before[0] is not mode:
+            log.warning("jail_disk_fallback", mode=mode.value, reason=reason)
+
+    def cgroups(self) -> tuple[TaskCgroups | None, str]:
+        with self._lock:
+            if self._cgroups is None:
+                self._cgroups = TaskCgroups.detect()
+            return self._cgroups
+
+
 @dataclass(frozen=True)
 class Jail:
     bwrap: str = "bwrap"
@@ -51,14 +92,37 @@ class Jail:
     # on processes do not bind root, and root in the jail is more than a command needs).
     uid_base: int = 1_000_000_000
     work_parent: Path | None = None  # where working copies are made (default: the temp dir)
+    slirp: str = SLIRP  # user-mode networking for networked setup steps
+    # How working copies are bounded, best first: the next is used where one cannot work.
+    disk_modes: tuple[DiskMode, ...] = (DiskMode.TMPFS, DiskMode.WATCHDOG)
     _uids: _UidPool = field(init=False, repr=False, compare=False)
+    _host: _Host = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_uids", _UidPool(self.uid_base))
+        object.__setattr__(self, "_host", _Host())
 
     @property
     def as_root(self) -> bool:
         return os.geteuid() == 0
+
+    def host_limits(self) -> dict[str, str | bool]:
+        """How working copies and tasks are bounded on this host (for the start-up log)."""
+        if self._host.disk is None:
+            scratch = Path(tempfile.mkdtemp(prefix="bot-probe-"))
+            try:
+                self.work_copy(scratch, {}).remove()
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        assert self._host.disk is not None
+        mode, reason = self._host.disk
+        cgroups, why = self._host.cgroups()
+        return {
+            "disk_mode": mode.value,
+            "disk_reason": reason,
+            "task_cgroups": cgroups is not None,
+            "cgroups_reason": why,
+        }
 
     def work_copy(
         self,
@@ -67,45 +131,96 @@ class Jail:
         links: Mapping[str, str] | None = None,
         executables: Iterable[str] = (),
     ) -> WorkCopy:
-        if not self.as_root:
-            return WorkCopy.create(
-                snapshot, changes, self.work_parent, links=links, executables=executables
-            )
-        uid = self._uids.take()
+        uid = self._uids.take() if self.as_root else None
+        owner = (uid, uid) if uid is not None else None
+        cgroup: Path | None = None
         try:
-            return WorkCopy.create(
-                snapshot,
-                changes,
-                self.work_parent,
-                (uid, uid),
-                lambda: self._uids.give_back(uid),
-                links=links,
-                executables=executables,
-            )
+            cgroup = self._cgroup()
+            area = self._area(owner)
         except BaseException:
-            self._uids.give_back(uid)
+            self._release(uid, cgroup)
             raise
+        return WorkCopy.create(
+            snapshot,
+            changes,
+            area,
+            owner,
+            lambda: self._release(uid, cgroup),
+            links=links,
+            executables=executables,
+            cgroup=cgroup,
+        )
 
     def run(self, command: str, work: WorkCopy, *, network: bool = False) -> CommandResult:
-        argv = bwrap_argv(
+        attachment: SlirpAttachment | None = None
+        if network:
+            slirp = slirp_path(self.slirp)
+            if slirp is None:
+                return CommandResult.not_run(command, SLIRP_MISSING)
+            attachment = SlirpAttachment(slirp)
+        prefix = join_argv(work.cgroup) if work.cgroup is not None else []
+        argv = prefix + work.area.enter()
+        argv += bwrap_argv(
             self._bwrap_path(),
-            work.root,
+            work.area.jail_root,
             command,
             limits=self.limits,
             env=jail_env(self.env),
-            network=network,
+            network=attachment.bwrap_options() if attachment else (),
             read_only=self.read_only,
         )
-        owner = work.owner
+        launch = Launch(
+            pass_fds=attachment.pass_fds if attachment else (),
+            started=attachment.attach if attachment else None,
+            watch=work.area.over_limit if work.area.mode is DiskMode.WATCHDOG else None,
+            finished=attachment.close if attachment else None,
+        )
         return run_bounded(
             argv,
             command=command,
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
             timeout=self.limits.timeout_seconds,
             max_output_bytes=self.limits.max_output_bytes,
-            user=owner[0] if owner else None,
-            group=owner[1] if owner else None,
+            launch=launch,
         )
+
+    def _area(self, owner: tuple[int, int] | None) -> Area:
+        settled = self._host.disk
+        # Where the tmpfs did not work for the first copy, it is not tried for every other.
+        fallen = settled is not None and settled[0] is not self.disk_modes[0]
+        modes = self.disk_modes[-1:] if fallen else self.disk_modes
+        limit = self.limits.disk_bytes
+        failure = ""
+        for mode in modes[:-1]:
+            try:
+                area = make_area(self.work_parent, limit, owner, mode)
+            except (HolderFailed, OSError) as exc:
+                failure = f"no size-limited tmpfs here ({exc}): "
+                continue
+            self._host.settle_disk(mode, _REASONS[mode])
+            return area
+        area = make_area(self.work_parent, limit, owner, modes[-1])
+        self._host.settle_disk(modes[-1], failure + _REASONS[modes[-1]])
+        return area
+
+    def _cgroup(self) -> Path | None:
+        cgroups, _ = self._host.cgroups()
+        if cgroups is None:
+            return None
+        try:
+            return cgroups.create(self.limits.task_memory_bytes, self.limits.max_processes)
+        except OSError as exc:
+            log.warning("jail_cgroup_failed", error=exc.strerror or str(exc))
+            return None
+
+    def _release(self, uid: int | None, cgroup: Path | None) -> None:
+        try:
+            cgroups = self._host.cgroups()[0] if cgroup is not None else None
+            if cgroups is not None and cgroup is not None:
+                cgroups.remove(cgroup)
+        finally:
+            if uid is not None:  # the uid goes back to the pool whatever happened
+                self._uids.give_back(uid)
 
     def _bwrap_path(self) -> str:
         found = shutil.which(self.bwrap)
@@ -128,15 +243,32 @@ _REFUSED = (
 
 def probe(jail: Jail) -> None:
     """Raise JailUnavailable with the fix unless a trivial command runs in the jail."""
+    result = _try(jail, network=False)
+    if result is not None:
+        raise JailUnavailable(_REFUSED.format(reason=result))
+
+
+def probe_network(jail: Jail) -> None:
+    """Raise JailUnavailable with the fix unless a networked command runs in the jail."""
+    if slirp_path(jail.slirp) is None:
+        raise JailUnavailable(SLIRP_MISSING)
+    result = _try(jail, network=True)
+    if result is not None:
+        raise JailUnavailable(f"networked setup cannot work here: {result}")
+
+
+def _try(jail: Jail, *, network: bool) -> str | None:
+    """None when `echo` ran in the jail, else the reason it did not."""
     snapshot = Path(tempfile.mkdtemp(prefix="bot-probe-"))
     try:
         work = jail.work_copy(snapshot, {})
         try:
-            result = jail.run("echo jail-ok", work)
+            result = jail.run("echo jail-ok", work, network=network)
         finally:
             work.remove()
     finally:
         shutil.rmtree(snapshot, ignore_errors=True)
-    if not result.ok or "jail-ok" not in result.tail + result.head:
-        reason = (result.head + result.tail).strip().splitlines()[-1:] or [result.outcome]
-        raise JailUnavailable(_REFUSED.format(reason=reason[0][:200]))
+    if result.ok and "jail-ok" in result.tail + result.head:
+        return None
+    reason = (result.head + result.tail).strip().splitlines()[-1:] or [result.outcome]
+    return reason[0][:200]

@@ -16,7 +16,9 @@ class JailLimits:
     max_file_bytes: int = 512 * MIB  # any one file written (RLIMIT_FSIZE)
     max_open_files: int = 1024
     max_output_bytes: int = 16 * MIB  # stdout + stderr together; past it the command is killed
-    tmp_bytes: int = 512 * MIB  # the private /tmp (a tmpfs)
+    tmp_bytes: int = 512 * MIB  # the private /tmp (a tmpfs, fresh for every command)
+    disk_bytes: int = 2048 * MIB  # the working copy, all files together (bot.jail.disk)
+    task_memory_bytes: int = 6144 * MIB  # a task's commands together, where cgroups allow
 
     def prlimit_args(self) -> list[str]:
         """`prlimit` options; prlimit sets them on itself and then execs the jail."""

@@ -3,7 +3,8 @@
 The output is read as it comes (a command that prints 100 MB must not fill our memory): the
 first and last few KiB are kept, the rest is counted. Past the deadline or the output limit
 the process group is killed with SIGKILL; bubblewrap's PID namespace then takes every process
-of the jail with it.
+of the jail with it. A `Launch` adds what some runs need: descriptors bubblewrap reads, work
+done once it has started (the network is attached then), and a watch that can stop it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class CommandResult:
     output_bytes: int  # everything the command wrote to stdout and stderr
     timed_out: bool = False
     output_limit_hit: bool = False
+    stopped: str | None = None  # why a watch or the launch stopped it (the disk limit, ...)
 
     @property
     def ok(self) -> bool:
@@ -44,9 +46,16 @@ class CommandResult:
             return "timed out (killed)"
         if self.output_limit_hit:
             return "output limit reached (killed)"
+        if self.stopped is not None:
+            return f"{self.stopped} (killed)" if self.signal else f"not run: {self.stopped}"
         if self.signal is not None:
             return f"killed by {_signal_name(self.signal)}"
         return "passed" if self.ok else f"failed (exit status {self.exit_status})"
+
+    @classmethod
+    def not_run(cls, command: str, reason: str) -> CommandResult:
+        text = f"{reason}\n"
+        return cls(command, None, None, 0.0, text, "", len(text), stopped=reason)
 
     def output(self, max_chars: int) -> str:
         """What the command printed, its end kept when it must be cut."""
@@ -55,6 +64,24 @@ class CommandResult:
         if len(text) <= max_chars:
             return text
         return "[...]\n" + text[-max_chars:]
+
+
+class LaunchFailed(Exception):
+    """What `Launch.started` raises when the command cannot go on; the message says why."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    pass_fds: tuple[int, ...] = ()
+    # Called with the process and the deadline once it runs; raises LaunchFailed to have it
+    # killed.
+    started: Callable[[subprocess.Popen[bytes], float], None] | None = None
+    # Called about once a second while it runs; a reason stops it.
+    watch: Callable[[], str | None] | None = None
+    finished: Callable[[], None] | None = None  # after it ended, whatever happened
+
+
+WATCH_SECONDS = 1.0
 
 
 @dataclass
@@ -86,9 +113,26 @@ def run_bounded(
     env: Mapping[str, str],
     timeout: float,
     max_output_bytes: int,
-    user: int | None = None,
-    group: int | None = None,
+    launch: Launch | None = None,
     clock: Callable[[], float] = time.monotonic,
+) -> CommandResult:
+    launch = launch or Launch()
+    started = clock()
+    try:
+        return _run(argv, command, env, started + timeout, max_output_bytes, launch, clock)
+    finally:
+        if launch.finished is not None:
+            launch.finished()
+
+
+def _run(
+    argv: Sequence[str],
+    command: str,
+    env: Mapping[str, str],
+    deadline: float,
+    max_output_bytes: int,
+    launch: Launch,
+    clock: Callable[[], float],
 ) -> CommandResult:
     started = clock()
     proc = subprocess.Popen(
@@ -98,21 +142,27 @@ def run_bounded(
         stderr=subprocess.STDOUT,
         env=dict(env),  # not inherited: bubblewrap's own /proc/1/environ is visible inside
         start_new_session=True,
-        user=user,
-        group=group,
-        extra_groups=[] if user is not None else None,
         close_fds=True,
+        pass_fds=launch.pass_fds,
+        cwd="/",  # not the daemon's (the state dir): nothing of it is reachable
     )
     capture = _Capture(max_output_bytes, bytearray(), bytearray())
-    deadline = started + timeout
+    stopped: str | None = None
     with proc:  # closes the pipe
-        timed_out = _pump(proc, capture, deadline, clock)
-        if not timed_out and not capture.over:
-            try:  # output closed, but the command may still run (e.g. `exec >&-; sleep 1e9`)
-                proc.wait(timeout=max(0.0, deadline - clock()))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-        if timed_out or capture.over:
+        try:
+            if launch.started is not None:
+                launch.started(proc, deadline)
+        except LaunchFailed as exc:
+            stopped = str(exc)
+            capture.add(f"{exc}\n".encode())
+        if stopped is None:
+            timed_out, stopped = _pump(proc, capture, deadline, clock, launch.watch)
+        else:
+            timed_out = False
+        if not timed_out and not capture.over and stopped is None:
+            # Output closed, but the command may still run (e.g. `exec >&-; sleep 1e9`).
+            timed_out, stopped = _wait(proc, deadline, clock, launch.watch)
+        if timed_out or capture.over or stopped is not None:
             _kill(proc)
         status = proc.wait()
     return CommandResult(
@@ -125,28 +175,59 @@ def run_bounded(
         output_bytes=capture.total,
         timed_out=timed_out,
         output_limit_hit=capture.over,
+        stopped=stopped,
     )
 
 
 def _pump(
-    proc: subprocess.Popen[bytes], capture: _Capture, deadline: float, clock: Callable[[], float]
-) -> bool:
-    """Read until EOF; True if the deadline came first. Stops early past the output limit."""
+    proc: subprocess.Popen[bytes],
+    capture: _Capture,
+    deadline: float,
+    clock: Callable[[], float],
+    watch: Callable[[], str | None] | None,
+) -> tuple[bool, str | None]:
+    """Read until EOF: (the deadline came first, why a watch stopped it). Stops early past the
+    output limit."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
+    next_watch = clock() + WATCH_SECONDS
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
         while not capture.over:
-            remaining = deadline - clock()
-            if remaining <= 0:
-                return True
-            if not selector.select(timeout=min(remaining, 1.0)):
+            now = clock()
+            if now >= deadline:
+                return True, None
+            if watch is not None and now >= next_watch:
+                next_watch = now + WATCH_SECONDS
+                reason = watch()
+                if reason is not None:
+                    return False, reason
+            if not selector.select(timeout=min(deadline - now, WATCH_SECONDS)):
                 continue
             chunk = os.read(fd, _READ)
             if not chunk:
-                return False
+                return False, None
             capture.add(chunk)
-    return False
+    return False, None
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    deadline: float,
+    clock: Callable[[], float],
+    watch: Callable[[], str | None] | None,
+) -> tuple[bool, str | None]:
+    while True:
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return True, None
+        try:
+            proc.wait(timeout=min(remaining, WATCH_SECONDS))
+            return False, None
+        except subprocess.TimeoutExpired:
+            reason = watch() if watch is not None else None
+            if reason is not None:
+                return False, reason
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

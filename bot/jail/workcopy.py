@@ -6,6 +6,8 @@ setup step installs stays for the checks. After a command, files it changed, cre
 deleted are folded back into the changeset, except what the repository ignores (`.gitignore`)
 and build debris. Nothing in the copy is trusted: files are examined with `lstat` and opened
 with `O_NOFOLLOW`, so a link the command planted cannot make the daemon read outside the copy.
+The copy's directory is an `Area` (bot.jail.disk): a size-limited filesystem of its own where
+one can be had, so that commands cannot fill the host's disk.
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 import pathspec
 
 from bot.agent.snapshot import COMPLETE, INDEX, META, SKIPPED
+from bot.jail.disk import Area
 from bot.walk import walk
 
 HIDDEN = {COMPLETE, SKIPPED, META, INDEX}
@@ -55,12 +56,15 @@ class Fold:
 class WorkCopy:
     def __init__(
         self,
-        root: Path,
+        area: Area,
         snapshot: Path,
         owner: tuple[int, int] | None,
         on_remove: Callable[[], None] | None = None,
+        cgroup: Path | None = None,
     ) -> None:
-        self.root = root
+        self.area = area
+        self.cgroup = cgroup  # where the copy's commands run, when there is one
+        self.root = area.root  # the daemon's path to the files
         self.snapshot = snapshot
         self.owner = owner  # (uid, gid) commands run as, when the daemon is root
         self._on_remove = on_remove
@@ -73,28 +77,41 @@ class WorkCopy:
         cls,
         snapshot: Path,
         changes: Mapping[str, str | None],
-        parent: Path | None = None,
+        area: Area,
         owner: tuple[int, int] | None = None,
         on_remove: Callable[[], None] | None = None,
         links: Mapping[str, str] | None = None,
         executables: Iterable[str] = (),
+        cgroup: Path | None = None,
     ) -> WorkCopy:
         """`links` and `executables`: what the snapshot records but does not materialise (it
-        never creates links); the copy has them, so the repository's scripts run as committed."""
-        root = Path(tempfile.mkdtemp(prefix="bot-work-", dir=parent))
-        shutil.copytree(snapshot, root, dirs_exist_ok=True, ignore=_hidden, symlinks=True)
-        copy = cls(root, snapshot, owner, on_remove)
-        copy._ignore = _ignore_spec(snapshot)
-        copy._links = dict(links or {})
-        copy._restore_modes(executables)
-        copy._apply(changes)
-        copy._chown_all()
-        copy._seen = dict(copy._scan())
+        never creates links); the copy has them, so the repository's scripts run as committed.
+        The copy owns `area` from here on: `remove` releases it, also when this fails."""
+        copy = cls(area, snapshot, owner, on_remove, cgroup)
+        try:
+            copy._fill(changes, links, executables)
+        except BaseException:
+            copy.remove()
+            raise
         return copy
+
+    def _fill(
+        self,
+        changes: Mapping[str, str | None],
+        links: Mapping[str, str] | None,
+        executables: Iterable[str],
+    ) -> None:
+        shutil.copytree(self.snapshot, self.root, dirs_exist_ok=True, ignore=_hidden, symlinks=True)
+        self._ignore = _ignore_spec(self.snapshot)
+        self._links = dict(links or {})
+        self._restore_modes(executables)
+        self._apply(changes)
+        self._chown_all()
+        self._seen = dict(self._scan())
 
     def remove(self) -> None:
         try:
-            _remove_tree(self.root)
+            self.area.release()
         finally:
             if self._on_remove is not None:  # the uid goes back to the pool whatever happened
                 self._on_remove()
@@ -231,13 +248,6 @@ class WorkCopy:
             os.lchown(path, *self.owner)
             for parent in path.relative_to(self.root).parents:
                 os.lchown(self.root / parent, *self.owner)
-
-
-def _remove_tree(root: Path) -> None:
-    try:
-        shutil.rmtree(root, ignore_errors=True)
-    except RecursionError:  # a tree deeper than Python's recursion limit
-        subprocess.run(["rm", "-rf", "--", str(root)], check=False)
 
 
 def _clean_name(rel: str) -> bool:

@@ -73,3 +73,37 @@ def test_a_credential_in_the_jail_environment_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"jail\.env\.T: holds a forge or model credential"):
         parse_settings(text, {})
     assert BOT_TOKEN not in str(ConfigError)
+
+
+@pytest.mark.parametrize(
+    ("jail", "key"),
+    [
+        (
+            "{enabled: true, slirp4netns: /nonexistent/slirp4netns, repositories:"
+            " {a/b: {setup: [pip install .], setup_network: true}}}",
+            "jail.repositories.a/b.setup_network",
+        ),
+        (
+            "{enabled: true, slirp4netns: /nonexistent/slirp4netns,"
+            " allow_repo_setup_network: true}",
+            "jail.allow_repo_setup_network",
+        ),
+    ],
+)
+def test_networked_setup_without_slirp4netns_exits_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], jail: str, key: str
+) -> None:
+    path = _config(tmp_path, jail)
+    assert main(["check-config", "-c", str(path)]) == 2
+    err = _one_line(capsys)
+    assert f"{key}:" in err and "apt-get install slirp4netns" in err
+    assert main(["run", "--once", "-c", str(path)]) == 2
+
+
+def test_slirp4netns_is_needed_only_for_networked_setup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _config(tmp_path, "{enabled: true, slirp4netns: /nonexistent/slirp4netns}")
+    assert main(["check-config", "-c", str(path)]) == 0, capsys.readouterr().err
+    networked = "{enabled: true, allow_repo_setup_network: true}"
+    assert main(["check-config", "-c", str(_config(tmp_path, networked))]) == 0
