@@ -24,6 +24,10 @@ def finish(
     final comment carrying the answer and where the work went; status done, labels last."""
     answer = lifecycle.poster.withhold(answer)  # it goes into the request and commit too
     lifecycle.state.final_answer = answer
+    # Files are published whole, so one carrying an internal note's text is not published.
+    refused = lifecycle.poster.internal.refusal(lifecycle.state.changes, workspace.snapshot_bytes)
+    if refused is not None:
+        return lifecycle.fail(refused)
     try:
         published = publish(
             forge, thread, lifecycle.state, workspace, settings, lifecycle.save, answer
