@@ -5,7 +5,8 @@ a member, reads them and the model is told not to reveal them. That is a request
 so everything the bot publishes is also checked here. Posts (notes, the plan comment and its
 edits, the final answer, which is also the request description and the commit message) have
 every run copied from an internal note replaced by `WITHHELD`; a changeset whose files carry
-one is not published at all (`carrying_internal`, called by `finish`).
+one is not published at all (`InternalNotes.refusal`, asked by `finish` before it
+publishes).
 
 What is compared is the text as a reader sees it, so that look-alikes of a note match it:
 HTML entities decoded; compatibility forms folded (NFKD: full-width letters, ligatures,
@@ -118,9 +119,9 @@ class Runs:
     def without(self, texts: Iterable[str]) -> Runs:
         """These runs less those the `texts` have too."""
         left = Runs()
-        texts = list(texts)
+        readings = [r.text for t in texts for r in _readings(t)]
         for size, known in self.windows.items():
-            seen = {w for t in texts for r in _readings(t) for w in _windows(r.text, size)}
+            seen = {w for r in readings for w in _windows(r, size)}
             if known - seen:
                 left.windows[size] = known - seen
         return left
