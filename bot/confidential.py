@@ -1,16 +1,37 @@
-"""Internal notes stay internal: what the bot posts in public never quotes them.
+"""Internal notes stay internal: nothing the bot publishes quotes them.
 
 GitLab internal notes (formerly "confidential") are readable by project members only; the bot,
 a member, reads them and the model is told not to reveal them. That is a request to a model,
-so every public post is also checked here: any run of characters copied from an internal note
-(at least `MIN_RUN` long, compared without case, quote marks or whitespace differences) is
-replaced by `WITHHELD` before it leaves.
+so everything the bot publishes is also checked here. Posts (notes, the plan comment and its
+edits, the final answer, which is also the request description and the commit message) have
+every run copied from an internal note replaced by `WITHHELD`; a changeset whose files carry
+one is not published at all (`InternalNotes.refusal`, asked by `finish` before it
+publishes).
+
+What is compared is the text as a reader sees it, so that look-alikes of a note match it:
+HTML entities decoded; compatibility forms folded (NFKD: full-width letters, ligatures,
+mathematical letters, superscripts) and case folded; and of that only the letters and digits
+kept. Everything else is ignored: whitespace and line breaks, punctuation and symbols (so
+Markdown quote marks, emphasis, backslash escapes, code comment leaders and string quotes
+too), combining marks (category M: accents, strike-throughs, variation selectors), and
+control, format and unassigned characters (category C: zero-width spaces and joiners, soft
+hyphens, bidi controls, U+FEFF, tags). A second reading drops HTML tags and comments too,
+since `Cust<span></span>omer` renders as one word. A run is `MIN_RUN` letters or digits.
+
+Not covered: look-alike letters of other scripts (Cyrillic U+0430 for Latin "a"), a note spread
+over several posts or files in pieces shorter than a run, and any encoding (base64, spelling
+out, translation): the filter catches copies, not a model set on smuggling text out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import html
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 from bot.forge.base import Forge
 from bot.forge.types import Platform, TaskKey
@@ -19,52 +40,145 @@ from bot.log import get_logger
 log = get_logger(__name__)
 
 WITHHELD = "[internal note withheld]"
-MIN_RUN = 24  # a copied run this long is a quote, not a coincidence
-SHORTEST = 12  # notes shorter than this cannot be told from ordinary words
+MIN_RUN = 24  # letters and digits copied in a row: a quote, not a coincidence
+SHORTEST = 12  # notes with fewer letters and digits cannot be told from ordinary words
+
+# CommonMark: entity and numeric character references, with their semicolon.
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_TAG = r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>"
+_ENTITY_OR_TAG = re.compile(f"{_ENTITY.pattern}|{_TAG}", re.DOTALL)
+# Letters (category Lo) that render as nothing: Unicode's Default_Ignorable_Code_Point fillers.
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 
-def _normalise(text: str) -> tuple[str, list[int]]:
-    """`text` lower-cased, Markdown quote marks dropped and whitespace runs made one space; with
-    the index in `text` of every character kept."""
-    chars: list[str] = []
-    where: list[int] = []
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        stripped = line.lstrip(" \t>")
-        start = offset + len(line) - len(stripped)
-        for index, char in enumerate(stripped, start=start):
-            if char.isspace():
-                if chars and chars[-1] != " ":
-                    chars.append(" ")
-                    where.append(index)
-                continue
-            chars.append(char.lower())
-            where.append(index)
-        offset += len(line)
-    return "".join(chars), where
+@lru_cache(maxsize=8192)
+def _fold(char: str) -> str:
+    """What one character counts as: its letters and digits after compatibility
+    decomposition and case folding; "" for everything else."""
+    if char.isascii():
+        return char.lower() if char.isalnum() else ""
+    # Folding the case can undo a decomposition (U+0130 gives "i" + a combining dot): again.
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", char).casefold())
+    return "".join(c for c in folded if unicodedata.category(c)[0] in "LN" and c not in _FILLERS)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """A text as compared (`text`), with the span of the original behind each character."""
+
+    text: str
+    starts: list[int]
+    ends: list[int]
+
+
+def _read(text: str, keep_tags: bool) -> _Reading:
+    """`text` as compared; without `keep_tags`, HTML tags and comments count as nothing."""
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+
+    def add(piece: str, start: int, end: int) -> None:
+        for char in piece:
+            for kept in _fold(char):
+                out.append(kept)
+                starts.append(start)
+                ends.append(end)
+
+    pattern = _ENTITY if keep_tags else _ENTITY_OR_TAG
+    last = 0
+    for match in pattern.finditer(text):
+        for index in range(last, match.start()):
+            add(text[index], index, index + 1)
+        if match.group().startswith("&"):
+            add(html.unescape(match.group()), match.start(), match.end())
+        last = match.end()
+    for index in range(last, len(text)):
+        add(text[index], index, index + 1)
+    return _Reading("".join(out), starts, ends)
+
+
+def _readings(text: str) -> list[_Reading]:
+    return [_read(text, keep_tags=True), _read(text, keep_tags=False)]
+
+
+class Runs:
+    """Every run of `MIN_RUN` letters and digits of some texts (a whole text when shorter)."""
+
+    def __init__(self, texts: Iterable[str] = ()) -> None:
+        self.windows: dict[int, set[str]] = {}
+        for text in texts:
+            for reading in _readings(text):
+                if len(reading.text) < SHORTEST:
+                    continue
+                size = min(MIN_RUN, len(reading.text))
+                self.windows.setdefault(size, set()).update(_windows(reading.text, size))
+
+    def __bool__(self) -> bool:
+        return bool(self.windows)
+
+    def without(self, texts: Iterable[str]) -> Runs:
+        """These runs less those the `texts` have too."""
+        left = Runs()
+        readings = [r.text for t in texts for r in _readings(t)]
+        for size, known in self.windows.items():
+            seen = {w for r in readings for w in _windows(r, size)}
+            if known - seen:
+                left.windows[size] = known - seen
+        return left
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where `text` carries one of the runs: (start, end) ranges of the original, merged."""
+        found: list[tuple[int, int]] = []
+        for reading in _readings(text):
+            covered = [False] * len(reading.text)
+            for size, known in self.windows.items():
+                for i in range(len(reading.text) - size + 1):
+                    if reading.text[i : i + size] in known:
+                        covered[i : i + size] = [True] * size
+            found += _spans(covered, reading)
+        return _merged(text, found)
+
+    def found(self, text: str) -> bool:
+        return bool(self.windows) and bool(self.spans(text))
+
+
+def _windows(text: str, size: int) -> set[str]:
+    return {text[i : i + size] for i in range(len(text) - size + 1)}
+
+
+def _spans(covered: list[bool], reading: _Reading) -> list[tuple[int, int]]:
+    """Covered stretches of a reading as (start, end) ranges of the original."""
+    spans: list[tuple[int, int]] = []
+    run_start: int | None = None
+    for i, flag in enumerate([*covered, False]):
+        if flag and run_start is None:
+            run_start = i
+        elif not flag and run_start is not None:
+            spans.append((reading.starts[run_start], reading.ends[i - 1]))
+            run_start = None
+    return spans
+
+
+def _merged(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping spans as one; each reaching over the marks and invisible characters that
+    follow it (a combining mark belongs to the letter before it)."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        while end < len(text) and unicodedata.category(text[end])[0] in "MC":
+            if text[end].isspace():
+                break
+            end += 1
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def withhold(text: str, secrets: Iterable[str]) -> str:
     """`text` with every run copied from one of `secrets` replaced by `WITHHELD`."""
-    windows: dict[int, set[str]] = {}
-    for secret in secrets:
-        norm, _ = _normalise(secret)
-        norm = norm.strip()
-        if len(norm) < SHORTEST:
-            continue
-        size = min(MIN_RUN, len(norm))
-        windows.setdefault(size, set()).update(
-            norm[i : i + size] for i in range(len(norm) - size + 1)
-        )
-    if not windows:
-        return text
-    norm, where = _normalise(text)
-    covered = [False] * len(norm)
-    for size, known in windows.items():
-        for i in range(len(norm) - size + 1):
-            if norm[i : i + size] in known:
-                covered[i : i + size] = [True] * size
-    spans = _spans(covered, where)
+    runs = Runs(secrets)
+    spans = runs.spans(text) if runs else []
     if not spans:
         return text
     out, last = [], 0
@@ -76,21 +190,40 @@ def withhold(text: str, secrets: Iterable[str]) -> str:
     return "".join(out)
 
 
-def _spans(covered: list[bool], where: list[int]) -> list[tuple[int, int]]:
-    """Covered runs of the normalised text as (start, end) ranges of the original."""
-    spans: list[tuple[int, int]] = []
-    run_start: int | None = None
-    for i, flag in enumerate([*covered, False]):
-        if flag and run_start is None:
-            run_start = i
-        elif not flag and run_start is not None:
-            start, end = where[run_start], where[i - 1] + 1
-            if spans and start <= spans[-1][1]:
-                spans[-1] = (spans[-1][0], end)
-            else:
-                spans.append((start, end))
-            run_start = None
-    return spans
+def carrying_internal(
+    changes: Mapping[str, str | None],
+    secrets: Iterable[str],
+    before: Callable[[str], bytes | None],
+) -> list[str]:
+    """The changed files whose name or new content carries a run of one of `secrets` that
+    none of the changed files had before (`before(path)`: its content at the pinned commit,
+    None when new). A note that quotes the repository does not make editing it a leak."""
+    runs = Runs(secrets)
+    if not runs:
+        return []
+    suspects = [p for p, content in changes.items() if _carries(runs, p, content)]
+    if not suspects:
+        return []
+    old = [(p, before(p)) for p in changes]
+    known = [f"{p}\n{data.decode('utf-8', 'replace')}" for p, data in old if data is not None]
+    runs = runs.without(known)
+    return sorted(p for p in suspects if _carries(runs, p, changes[p]))
+
+
+def _carries(runs: Runs, path: str, content: str | None) -> bool:
+    return content is not None and (runs.found(path) or runs.found(content))
+
+
+def refusal(paths: list[str], secrets: Iterable[str]) -> str:
+    """Why a changeset carrying internal text is not published; names the files, not the
+    note (a file named after the note is named withheld)."""
+    secrets = list(secrets)
+    names = ", ".join(f"`{withhold(path, secrets)}`" for path in paths)
+    return (
+        f"the changes carry text from an internal note of this thread, in {names}; nothing was "
+        "published. Internal notes stay internal: say in a public comment what may be written "
+        "down, then ask again with /bot"
+    )
 
 
 class InternalNotes:
@@ -118,3 +251,16 @@ class InternalNotes:
 
     def withhold(self, text: str) -> str:
         return withhold(text, self.current())
+
+    def refusal(
+        self, changes: Mapping[str, str | None], before: Callable[[str], bytes | None]
+    ) -> str | None:
+        """Why `changes` may not be published (files carry internal text), or None."""
+        if not changes:
+            return None
+        notes = self.current()
+        paths = carrying_internal(changes, notes, before)
+        if not paths:
+            return None
+        log.warning("internal_text_in_changes", files=len(paths))
+        return refusal(paths, notes)

@@ -28,6 +28,10 @@ def finish(
     `outside`: the request's head may carry commits by people without write access."""
     answer = lifecycle.poster.withhold(answer)  # it goes into the request and commit too
     lifecycle.state.final_answer = answer
+    # Files are published whole, so one carrying an internal note's text is not published.
+    refused = lifecycle.poster.internal.refusal(lifecycle.state.changes, workspace.snapshot_bytes)
+    if refused is not None:
+        return lifecycle.fail(refused)
     try:
         published = publish(
             forge,
