@@ -15,6 +15,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from bot.state import DatabaseError
+from bot.store import schema
 
 __all__ = ["DatabaseError", "Pool"]
 
@@ -45,8 +46,13 @@ class Pool(ConnectionPool):
     def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection[Any]]:
         try:
             if self.closed and not self._used:
-                # A command that reads the store (`bot status`, `bot prune`) opens no daemon.
+                # A command that reads the store (`bot status`, `bot prune`) opens no daemon:
+                # the schema is checked here instead, so that an unmigrated database is named
+                # as such (StateError naming `bot db migrate`), not as a missing table.
                 self.open(wait=True, timeout=self.connect_seconds)
+                self._used = True
+                with super().connection() as conn:
+                    schema.check(conn, self.where)
             self._used = True
             with super().connection(timeout) as conn:
                 yield conn
