@@ -270,6 +270,14 @@ class CacheSettings(_Frozen):
     max_snapshot_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=0)
 
 
+# The shortest task lease. Renewals come every third of the lease from a thread of their own
+# (not from the polls), so a lease survives two renewals that fail or come late: a stall of two
+# thirds of it. At 3 s that is 2 s, enough for a loaded machine's pauses and for psycopg_pool's
+# first reconnection attempt after a database restart (1 s after the failure); below it tasks
+# would change hands on ordinary hiccups, each handover redoing the step in progress.
+MIN_LEASE_SECONDS = 3.0
+
+
 class StoreSettings(_Frozen):
     """Where task state lives. `files` (default): `state_dir`, one daemon. `postgres`: one
     database shared by any number of daemons (`dsn`, or `dsn_file`, or `${ENV}`: a secret)."""
@@ -280,12 +288,23 @@ class StoreSettings(_Frozen):
     name: str | None = Field(default=None, min_length=1, max_length=200)
     # A task's lease: renewed every third of this while the work goes on; a daemon that dies
     # or freezes loses its tasks to the others this long after its last renewal.
-    lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)
+    lease_seconds: float = Field(default=60.0, le=3600.0)
     # Database connections per daemon; default: one per concurrent task, plus three (polls,
     # the queue, lease renewals).
     pool_size: int | None = Field(default=None, ge=2, le=256)
     # How long a starting daemon waits for the database before it exits 1 (to be restarted).
     connect_seconds: float = Field(default=15.0, gt=0, le=600)
+
+    @field_validator("lease_seconds")
+    @classmethod
+    def _lease_outlasts_a_stall(cls, value: float) -> float:
+        if value < MIN_LEASE_SECONDS:
+            raise ValueError(
+                f"must be at least {MIN_LEASE_SECONDS:g} seconds: the lease is renewed every"
+                " third of it, and a shorter one is lost to any pause of a second or two (a"
+                " busy machine, a database restart), handing the task to another daemon"
+            )
+        return value
 
     @model_validator(mode="after")
     def _dsn_for_postgres(self) -> StoreSettings:

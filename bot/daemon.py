@@ -357,7 +357,11 @@ class Daemon:
             free = self.settings.max_concurrent_tasks - len(self._in_flight)
         if free <= 0 or self.stop.is_set():
             return 0
-        taken = self.store.take(free)
+        try:
+            taken = self.store.take(free)
+        except StateError as exc:  # the database away (its outage is logged once by the store)
+            log.warning("take_failed", error=str(exc))
+            return 0  # tried again within seconds
         for queued in taken:
             worker = self._worker_for(queued.key)
             if worker is None:  # a repository this daemon is not configured for
@@ -433,10 +437,7 @@ class Daemon:
         with self._guard:
             self._in_flight.pop(name, None)
         if self.store.shared:  # a worker is free: the next queued job now, not at the tick
-            try:
-                self.take()
-            except StateError as exc:  # the database away: the tick tries again
-                log.warning("take_failed", error=str(exc))
+            self.take()
 
     def _work(self, worker: _Worker, job: Job) -> Outcome:
         try:
@@ -452,9 +453,10 @@ class Daemon:
             log.warning("lease_lost", task=str(job.key))
             return Outcome.INTERRUPTED
         except DatabaseError as exc:
-            # The shared store is away: the lease runs out and any daemon resumes the task
-            # from its last saved state once the database is back.
-            log.error("database_unavailable", task=str(job.key), error=str(exc))
+            # The shared store is away (the pool logs the outage once, `database_unavailable`):
+            # the lease runs out and any daemon resumes the task from its last saved state
+            # once the database is back.
+            log.warning("task_interrupted", task=str(job.key), reason="database", error=str(exc))
             return Outcome.INTERRUPTED
         except AuthError as exc:
             self._token_rejected(worker.source.forge.platform.value, exc, task=str(job.key))

@@ -16,13 +16,25 @@ import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, Processor
 
+from bot.log_libraries import DropDuplicates, name_library_events
+
 # Token shapes redacted even when the value is not known (e.g. a token from another source).
 _TOKEN_SHAPES = re.compile(
     r"(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_\-]{16,}"
     r"|sk-[A-Za-z0-9_\-]{20,}|(?i:bearer|token)\s+[A-Za-z0-9_\-.=]{16,})"
 )
 REDACTED = "[REDACTED]"
-_QUIET_LIBRARIES = ("urllib3", "github", "gitlab", "apscheduler", "openai", "httpx", "httpcore")
+# httpx2: the openai SDK's HTTP client, which logs every request at info.
+_QUIET_LIBRARIES = (
+    "urllib3",
+    "github",
+    "gitlab",
+    "apscheduler",
+    "openai",
+    "httpx",
+    "httpx2",
+    "httpcore",
+)
 
 
 class Redactor:
@@ -89,7 +101,12 @@ def configure(
         _REDACTOR,
     ]
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*_shared_processors(), structlog.stdlib.ExtraAdder()],
+        pass_foreign_args=True,  # for name_library_events, which removes them again
+        foreign_pre_chain=[
+            *_shared_processors(),
+            structlog.stdlib.ExtraAdder(),
+            name_library_events,  # psycopg_pool's and APScheduler's records: named events
+        ],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             *final,
@@ -98,6 +115,7 @@ def configure(
     )
     handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(formatter)
+    handler.addFilter(DropDuplicates())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)

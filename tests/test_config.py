@@ -311,3 +311,22 @@ def test_validation_error_puts_the_unknown_key_before_the_missing_one() -> None:
     with pytest.raises(ValidationError) as caught:
         Settings.model_validate({"github": {"repositories": ["a/b"], "tokn": "x"}})
     assert str(first_error(caught.value)) == "github.tokn: unknown key"
+
+
+@pytest.mark.parametrize("lease", ["1", "2.9"])
+def test_a_task_lease_shorter_than_a_stall_is_refused_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lease: str
+) -> None:
+    """Renewed every third of it, a 1 s lease is lost to any pause of 0.7 s (issue 19)."""
+    store = f"store: {{backend: postgres, dsn: 'host=db dbname=bot', lease_seconds: {lease}}}\n"
+    path = write(tmp_path, "github: {token: x, repositories: [a/b]}\n" + store)
+    assert main(["check-config", "-c", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "store.lease_seconds: must be at least 3 seconds" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_shortest_task_lease_is_accepted() -> None:
+    store = "store: {backend: postgres, dsn: 'host=db dbname=bot', lease_seconds: 3}\n"
+    settings = parse_settings("github: {token: x, repositories: [a/b]}\n" + store, {})
+    assert settings.store.lease_seconds == 3.0

@@ -3,12 +3,20 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import structlog
 
 from bot import log
+from bot.jobqueue import JobQueue
+from bot.state import DatabaseError
+from bot.store.pg_pool import Pool
 
 SECRET = "ghp_LOGSECRET0123456789abcdefABCDEF"
 
@@ -79,3 +87,90 @@ def test_tracebacks_have_no_local_variables(stream: io.StringIO) -> None:
     (event,) = lines(stream)
     assert "local-value-must-not-appear" not in json.dumps(event)
     assert event["exception"]  # the traceback itself is there
+
+
+# -- library records as named events (issue 19) ------------------------------------------------
+
+
+def _wait(predicate: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_psycopg_pool_records_are_named_events_and_an_outage_is_told_once(
+    stream: io.StringIO, tmp_path: Path
+) -> None:
+    """A real pool that cannot connect: its own lines are `database_connect_failed` with fields,
+    and however many attempts fail, `database_unavailable` comes once."""
+    where = f"host={tmp_path} port=1 dbname=bot"  # no server there
+    pool = Pool(f"{where} connect_timeout=1", where=where, password="", size=2)
+    pool.outage.armed = True  # as after a daemon's open
+    pool.open(wait=False)
+    try:
+        _wait(lambda: stream.getvalue().count("database_connect_failed") >= 2, "retries")
+        for _ in range(3):
+            with pytest.raises(DatabaseError), pool.connection(timeout=0.2):
+                pass
+    finally:
+        pool.close()
+    events = lines(stream)
+    failed = [e for e in events if e["event"] == "database_connect_failed"]
+    assert failed[0]["logger"] == "psycopg.pool" and failed[0]["pool"] == pool.name
+    assert str(tmp_path) in str(failed[0]["error"])
+    assert not any("error connecting" in str(e["event"]) for e in events)
+    (outage,) = [e for e in events if e["event"] == "database_unavailable"]
+    assert outage["database"] == where and outage["level"] == "error"
+
+
+def test_a_job_still_running_is_one_job_skipped_per_streak_without_apschedulers_text(
+    stream: io.StringIO,
+) -> None:
+    skips: list[logging.LogRecord] = []  # APScheduler's own records, as they are emitted
+    counter = logging.Handler()
+    counter.emit = skips.append  # type: ignore[method-assign]
+    logging.getLogger("apscheduler.scheduler").addHandler(counter)
+    release = threading.Event()
+    runs: list[int] = []
+
+    def slow() -> None:
+        runs.append(1)
+        release.wait(20)
+
+    queue = JobQueue()
+    queue.every(0.1, slow, "take")
+    queue.start()
+    try:
+        for streak in range(2):
+            seen = len([r for r in skips if "skipped" in r.getMessage()])
+            _wait(lambda n=seen: len([r for r in skips if "skipped" in r.getMessage()]) >= n + 3,
+                  "three skipped runs")  # fmt: skip
+            release.set()  # the run ends; the next one starts a new streak
+            _wait(lambda s=streak: len(runs) >= s + 2, "the job running again")
+            release.clear()
+    finally:
+        release.set()
+        queue.shutdown()
+        logging.getLogger("apscheduler.scheduler").removeHandler(counter)
+    events = lines(stream)
+    skipped = [e for e in events if e["event"] == "job_skipped"]
+    assert [(e["job"], e["reason"]) for e in skipped] == [("take", "still_running")] * 2
+    assert "maximum number of running instances" not in stream.getvalue()
+    assert all(re.match(r"^[a-z_]+$", str(e["event"])) for e in events), events
+
+
+def test_apschedulers_lines_about_late_and_failed_jobs_are_left_to_the_job_queue(
+    stream: io.StringIO,
+) -> None:
+    executor = logging.getLogger("apscheduler.executors.default")
+    executor.warning(
+        'Run time of job "%s" was missed by %s', "poll-github-0", timedelta(seconds=45)
+    )
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        executor.exception('Job "%s" raised an exception', "poll-github-0")
+    logging.getLogger("apscheduler.scheduler").info("Scheduler started")
+    (event,) = lines(stream)  # only the line nothing else reports, named
+    assert event["event"] == "scheduler_message" and event["message"] == "Scheduler started"

@@ -12,3 +12,7 @@ class Outcome(StrEnum):
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"  # daemon stopping or a transient fault: resumes later
     IGNORED = "ignored"  # started by someone who may not control the bot: nothing done
+    SETTLED = "settled"  # a finished task: only its owed closing comment or labels were made good
+    # A finished task with nothing owed: the job was planned before it finished (by this daemon
+    # or another). Logged as `job_stale`, never as a `task_outcome`: this daemon did not work it.
+    NOTHING = "nothing"

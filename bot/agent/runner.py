@@ -125,7 +125,8 @@ class TaskRunner:
                 return Outcome.INTERRUPTED
             finally:
                 run.close()  # the jail's working copy, when the run made one
-            log.info("task_outcome", outcome=outcome.value)
+            if outcome is not Outcome.NOTHING:  # only a daemon that worked the task says so
+                log.info("task_outcome", outcome=outcome.value)
             return outcome
 
 
@@ -258,10 +259,11 @@ class _Run:
             if fresh and loaded is not None and loaded.status.terminal:
                 fresh = self._still_handed_back(loaded, start)
         self._load(loaded, fresh)
-        if self.state.pending_post is not None:
+        owed_post = self.state.pending_post is not None
+        if owed_post:
             self.poster.deliver(look_up=True)  # a post the previous process may have made
         if self.state.status.terminal:
-            return self._settle()
+            return self._settle(owed_post)
         if not self.state.initialized:
             read = self.safe.read_thread()
             if read.halt is not None:
@@ -283,12 +285,9 @@ class _Run:
         again under the lease: the job may have been planned before the task finished (by
         another daemon, from the thread as it was then)."""
         trust = self.detector.trust
-        if self.settings.labels.trigger in thread.labels or handed_back(
+        return self.settings.labels.trigger in thread.labels or handed_back(
             self.forge, self.key, loaded, self.deps.identity, trust
-        ):
-            return True
-        log.info("job_stale", status=loaded.status.value, run=loaded.run)
-        return False
+        )
 
     def _load(self, loaded: TaskState | None, fresh: bool) -> None:
         if loaded is not None and not (fresh and loaded.status.terminal):
@@ -310,12 +309,16 @@ class _Run:
                 )
             )
 
-    def _settle(self) -> Outcome:
-        """A finished task with labels still owed: make them match, nothing else."""
+    def _settle(self, owed_post: bool) -> Outcome:
+        """A finished task: make owed labels match, nothing else. With nothing owed, the job
+        was planned before the task finished (here or on another daemon): nothing to do."""
         if self.state.labels_applied != self.state.status:
             self.life.labels = self.forge.get_thread(self.key).labels
             self.life.sync_labels()
-        return Outcome(self.state.status.value)
+        elif not owed_post:
+            log.info("job_stale", status=self.state.status.value, run=self.state.run)
+            return Outcome.NOTHING
+        return Outcome.SETTLED
 
     def _adopt(self, state: TaskState) -> None:
         self.life.adopt(state)

@@ -107,7 +107,8 @@ def _renew(lease: PgLease, stop: threading.Event, every: float) -> None:
         try:
             lease.check()
         except LeaseLost:
-            log.error("lease_lost", task=str(lease.key))
-            return  # the next fenced write or check() in the worker refuses to go on
+            # Not logged here: the worker's next fenced write or check() is refused and the
+            # worker logs `lease_lost`, once per task (both logging it made two lines).
+            return
         except DatabaseError as exc:  # the database away for a moment: try again next time
             log.warning("lease_renewal_failed", task=str(lease.key), error=str(exc))

@@ -2,7 +2,8 @@
 
 Callers of the store know `StateError` (and its `TaskBusy`, `LeaseLost`), not psycopg: a
 statement that fails because the database is away or refuses it raises `DatabaseError`, its
-text without the password.
+text without the password. Every failure also goes to `outage` (`pg_outage`), which logs the
+start and the end of an outage once each.
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from bot.state import DatabaseError
+from bot.store import schema
+from bot.store.pg_outage import Outage, watched
 
 __all__ = ["DatabaseError", "Pool"]
 
 
 class Pool(ConnectionPool):
     def __init__(self, dsn: str, *, where: str, password: str, size: int) -> None:
+        self.where = where
+        self._password = password
+        self.outage = Outage(where, self.scrub)  # logs an outage's start and end, once each
         super().__init__(
             dsn,
             min_size=1,
@@ -30,9 +36,8 @@ class Pool(ConnectionPool):
             # A connection the server dropped (restart, failover, idle timeout) is replaced
             # when it is taken, not reported as an error to the write that would use it.
             check=ConnectionPool.check_connection,
+            connection_class=watched(self.outage),
         )
-        self.where = where
-        self._password = password
         self._used = False  # opened once: never again after `close` (the daemon is ending)
         self.connect_seconds = 15.0
 
@@ -45,10 +50,18 @@ class Pool(ConnectionPool):
     def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection[Any]]:
         try:
             if self.closed and not self._used:
-                # A command that reads the store (`bot status`, `bot prune`) opens no daemon.
+                # A command that reads the store (`bot status`, `bot prune`) opens no daemon:
+                # the schema is checked here instead, so that an unmigrated database is named
+                # as such (StateError naming `bot db migrate`), not as a missing table.
                 self.open(wait=True, timeout=self.connect_seconds)
+                self._used = True
+                with super().connection() as conn:
+                    schema.check(conn, self.where)
             self._used = True
             with super().connection(timeout) as conn:
                 yield conn
+            self.outage.worked()
         except psycopg.Error as exc:
+            if Outage.counts(exc):  # a pool timeout, a connection lost mid-statement
+                self.outage.failed(exc)
             raise DatabaseError(f"database {self.where}: {self.scrub(exc)}") from None

@@ -68,6 +68,7 @@ class PostgresStore:
         except StateError:
             self._pool.close()
             raise
+        self._pool.outage.armed = True  # from now on an outage is logged (at start: by the CLI)
         self._daemon = daemon
 
     def close(self) -> None:

@@ -144,7 +144,7 @@ def test_a_daemon_frozen_past_its_lease_posts_nothing_when_it_wakes(
 ) -> None:
     thread = server.world.add_thread("github", REPO, title="Freeze", labels=["coding agent"])
     model.policy = stepping_policy(steps=4, delay=1.0)
-    fleet = _fleet(tmp_path, server, model, pg_dsn, 2, lease=2.0)
+    fleet = _fleet(tmp_path, server, model, pg_dsn, 2, lease=3.0)  # the shortest allowed
     fleet.start(0)
     try:
         wait_until(lambda: len(model.requests) >= 2, 60, "the first daemon at work")

@@ -140,3 +140,19 @@ def test_a_daemon_whose_database_is_away_exits_1_to_be_restarted(
     cfg.write_text(cfg.read_text() + "  connect_seconds: 1\n")
     code, out, err = run(capsys, "run", "--once", "-c", cfg)
     assert code == 1 and "database_unavailable" in out + err
+
+
+def test_readers_of_a_database_without_the_schema_name_the_fix(
+    tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`bot status`, `bot prune` and `bot db export` say what `bot run` says (issue 19)."""
+    cfg = config(tmp_path, pg_dsn)  # an empty database: never migrated
+    for argv in (
+        ("status",),
+        ("prune", "--older-than", "30d"),
+        ("db", "export", "--to", tmp_path / "out"),
+    ):
+        code, out, err = run(capsys, *argv, "-c", cfg)
+        assert code == 2, argv
+        assert "schema is version 0, this bot needs 1: run `bot db migrate -c" in err, argv
+        assert "does not exist" not in out + err, argv  # not the raw SQL error
