@@ -36,6 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from bot.sandbox import hook_scope
 from bot.sandbox.world import SCommit, SRepo, SUser, World, tarball
 
 if TYPE_CHECKING:
@@ -552,7 +553,9 @@ def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler
             request = Request(
                 method, path, query, dict(self.headers), body, raw, user, server.url, platform
             )
-            response = self._route(request)
+            # GitLab's webhook ids are per request (bot/sandbox/hook_scope.py).
+            with hook_scope.request(self.headers.get("X-Gitlab-Event-UUID")):
+                response = self._route(request)
             if platform == "codeload":
                 return response  # not the API: no rate-limit headers
             if response.status == 304:
