@@ -15,7 +15,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import requests
 from github import Auth, Github, GithubException
@@ -75,6 +75,7 @@ _ROLE = {
 # GitHub's documented default when a secondary limit comes without retry-after.
 SECONDARY_LIMIT_WAIT = 60.0
 RESET_MARGIN = 0.5
+DEFAULT_PER_PAGE = 30  # GitHub's, when a request names none
 LABEL_COLOR = "ededed"
 
 
@@ -612,12 +613,30 @@ class GitHubForge:
             bucket=bucket,
         )
         if data is None and cached is not None:  # 304 Not Modified
-            return cached.data, cached.next_url
+            return cached.data, cached.next_url or _page_after_full(url, params, cached.data)
         following = next_link(response_headers.get("link"))
         etag = response_headers.get("etag")
         if etag:
             self._etags.put(cache_key, _Cached(etag, data, following))
         return data, following
+
+
+def _page_after_full(url: str, params: dict[str, Any] | None, data: Any) -> str | None:
+    """The page after this one when it was full and had no next page: a 304 for it says only
+    that its own items are the same. GitHub's ETag covers the body, not the `Link` header, so
+    a list whose newest items land on a later page (events, reviews, comments: oldest first)
+    answers 304 for a full page 1 after page 2 appeared, with no Link (app-sre/github-mirror#57,
+    #290). None when the page was not full: then no later page can have appeared."""
+    if not isinstance(data, list):
+        return None
+    split = urlsplit(url)
+    query = dict(parse_qsl(split.query))
+    query.update({k: str(v) for k, v in (params or {}).items()})
+    per_page = int(query.get("per_page") or DEFAULT_PER_PAGE)
+    if not data or len(data) < per_page:
+        return None
+    query["page"] = str(int(query.get("page") or 1) + 1)
+    return urlunsplit(split._replace(query=urlencode(query)))
 
 
 def _position(item: dict[str, Any]) -> ReviewPosition | None:
