@@ -199,8 +199,13 @@ class GitHubForge:
 
     def list_tasks(self, repo: str) -> list[TaskSummary]:
         queries: list[dict[str, Any]] = [{"labels": label} for label in self._watch_labels]
-        if self._watch_assigned:
-            queries.append({"assignee": self.whoami().login})
+        me = self.whoami() if self._watch_assigned else None
+        # An app's `<slug>[bot]` is never an assignee (issues are assigned to users), so
+        # `?assignee=<slug>[bot]` is answered 200 with nothing (an unknown login filters every
+        # issue out rather than failing): one request per repository and cycle for nothing.
+        # Search leaves it out likewise (`list_tasks_across`).
+        if me is not None and not me.is_bot:
+            queries.append({"assignee": me.login})
         found: dict[TaskKey, TaskSummary] = {}
         for query in queries:
             params = {"state": "open", "per_page": 100, **query}
