@@ -642,6 +642,10 @@ def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler
         def _conditional(self, request: Request, response: Response) -> Response:
             if request.method != "GET" or response.status != 200 or response.raw is not None:
                 return response
+            # As GitHub: the ETag covers the body only, not the Link header, and a 304 carries
+            # no Link. A full page 1 stays "not modified" when a page 2 appears behind it
+            # (app-sre/github-mirror#57: "the response is a 304 and the request does not
+            # include any pagination headers that are supposed to be there").
             payload = json.dumps(response.body, sort_keys=True).encode()
             etag = f'W/"{hashlib.sha1(payload).hexdigest()}"'
             response.headers["ETag"] = etag
