@@ -413,9 +413,9 @@ class Daemon:
         platform = worker.source.forge.platform.value
         self._last_poll = datetime.now(UTC).strftime("%H:%M:%SZ") + ("" if ok else " (failed)")
         self.metrics.polls.labels(platform, "ok" if ok else "failed").inc()
-        remaining = getattr(worker.source.forge, "rate_limit_remaining", lambda: None)()
-        if remaining is not None:
-            self.metrics.rate_limit_remaining.labels(platform).set(remaining)
+        limits: dict[str, int] = getattr(worker.source.forge, "rate_limits", dict)()
+        for bucket, remaining in limits.items():
+            self.metrics.rate_limit_remaining.labels(platform, bucket).set(remaining)
         self._count_tasks(counts)
         self.heartbeat.poll(ok, error, running=len(self.in_flight()))
 

@@ -23,10 +23,12 @@ class Metrics:
             ["platform", "outcome"],
             registry=r,
         )
+        # One series per bucket: GitHub's core, search, ... are separate limits (a search
+        # answer says 30 a minute; it must not stand for the core bucket's 5,000 an hour).
         self.rate_limit_remaining = Gauge(
             "bot_rate_limit_remaining",
-            "Requests left in the forge's rate-limit window",
-            ["platform"],
+            "Requests left in the forge's rate-limit window, per bucket",
+            ["platform", "bucket"],
             registry=r,
         )
         self.tasks = Gauge("bot_tasks", "Tasks in the state dir by status", ["status"], registry=r)

@@ -159,3 +159,30 @@ def test_each_installation_resumes_only_its_own_tasks(
     theirs = TaskKey(Platform.GITHUB, "elsewhere/lib", Kind.ISSUE, 1)
     assert elsewhere.owns(theirs) and not acme.owns(theirs)
     assert not acme.owns(TaskKey(Platform.GITLAB, REPO, Kind.ISSUE, 1))
+
+
+def test_an_app_watching_one_repository_lists_it_without_an_assignee_query(
+    server: ForgeServer, model: LLMServer, tmp_path: Path, app: AppEmulator
+) -> None:
+    """Issue 19, suspicion (b): `?assignee=<slug>[bot]` is answered 200 with nothing (an app
+    is never an assignee), so an app's per-repository listing works; it is not even asked."""
+    from bot.discovery import discover
+
+    labelled = server.world.add_thread("github", "elsewhere/lib", labels=["coding agent"])
+    sources = build_sources(app_settings(server, model, tmp_path, app))
+    (source,) = [s for s in sources if s.repos == ("elsewhere/lib",)]
+    server.clear_log()
+    found = discover(source)
+    assert [t.key.number for t in found.tasks] == [labelled.number]
+    listings = [r for r in server.requests if r.path == "/repos/elsewhere/lib/issues"]
+    assert listings and all("assignee" not in r.query for r in listings)
+    # What GitHub answers the query an app's listing used to send: nothing, not an error.
+    installation = next(i for i in app.installations.values() if "elsewhere/lib" in i.repos)
+    token, _expires = app.mint(installation.id)
+    answer = requests.get(
+        f"{server.url}/repos/elsewhere/lib/issues",
+        {"assignee": f"{SLUG}[bot]", "state": "open"},
+        headers={"Authorization": f"token {token}"},
+        timeout=5,
+    )
+    assert (answer.status_code, answer.json()) == (200, [])

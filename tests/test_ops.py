@@ -156,7 +156,11 @@ def test_metrics_endpoint_is_scraped(rig: Rig) -> None:
     platform = rig.platform
     assert re.search(rf'bot_polls_total{{platform="{platform}",result="ok"}} 1\.0', text)
     assert re.search(rf'bot_api_requests_total{{outcome="ok",platform="{platform}"}} \d+', text)
-    assert re.search(rf'bot_rate_limit_remaining{{platform="{platform}"}} \d+', text)
+    # One series per rate-limit bucket (issue 19): GitHub's core, GitLab's API throttle.
+    bucket = "core" if platform == "github" else "throttle_authenticated_api"
+    assert re.search(
+        rf'bot_rate_limit_remaining{{bucket="{bucket}",platform="{platform}"}} \d+', text
+    )
     assert 'bot_tasks{status="done"} 1.0' in text and 'bot_tasks{status="running"} 0.0' in text
     assert re.search(r'bot_llm_tokens_total{kind="prompt"} [1-9]', text)
     assert "bot_comment_delivery_seconds_bucket" in text

@@ -9,7 +9,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from bot.context.budget import fence_for, shorten_list
-from bot.forge.types import Comment, Thread
+from bot.forge.types import Comment, ReviewPosition, Thread
 
 # Japanese sentence ends count too.
 _SENTENCE = re.compile(r"(.+?[.!?。！？])(\s|$)", re.DOTALL)  # noqa: RUF001
@@ -91,27 +91,35 @@ def _path(path: str) -> str:
 
 def comment_place(c: Comment) -> str:
     """Where a comment was made, in our words: review text, file and line of a review comment,
-    and the id to pass as `reply_to` to answer in its thread. Empty for a plain comment."""
+    the comment a reply answers, and the id to pass as `reply_to` to answer in its thread.
+    Empty for a plain comment."""
     if c.kind == "review_summary":
         return f"review ({(c.review_state or 'commented').replace('_', ' ')})"
     where = c.position
-    parts = ["reply in the review thread" if c.in_reply_to else "review comment"]
     if where is None and c.thread_id is None:
         return ""
+    # A reply names the comment it answers (GitHub: the thread's first review comment, which
+    # `in_reply_to_id` always names; GitLab: the discussion's first note), so the model reads
+    # it as an answer to that, not as a new remark on the line.
+    reply = f"reply to {c.in_reply_to} " if c.in_reply_to else ""
     if where is None:
-        parts = ["in a discussion thread"]
-    elif where.line is None and where.original_line is not None:
-        parts.append(f"on {_path(where.path)} (outdated; was line {where.original_line})")
-    elif where.line is None:
-        parts.append(f"on {_path(where.path)}")
+        parts = [f"{reply}in a discussion thread"]
     else:
-        first = f"{where.start_line}-" if where.start_line and where.start_line < where.line else ""
-        lines = "lines" if first else "line"
-        old = " of the old version" if where.side == "LEFT" else ""
-        parts.append(f"on {_path(where.path)} {lines} {first}{where.line}{old}")
+        parts = [f"{reply}in the review thread" if reply else "review comment", _on(where)]
     if c.thread_id is not None:
         parts.append(f"(reply_to: {c.id})")
     return " ".join(parts)
+
+
+def _on(where: ReviewPosition) -> str:
+    if where.line is None and where.original_line is not None:
+        return f"on {_path(where.path)} (outdated; was line {where.original_line})"
+    if where.line is None:
+        return f"on {_path(where.path)}"
+    first = f"{where.start_line}-" if where.start_line and where.start_line < where.line else ""
+    lines = "lines" if first else "line"
+    old = " of the old version" if where.side == "LEFT" else ""
+    return f"on {_path(where.path)} {lines} {first}{where.line}{old}"
 
 
 def review_hunk(c: Comment) -> str:

@@ -33,12 +33,26 @@ class TransientError(ForgeError):
     """A 5xx, timeout or connection reset: safe to retry later."""
 
 
-class RateLimited(ForgeError):
-    """The forge asked us to wait `retry_after` seconds before the next request to this host."""
+# A rate limit that holds every request to the host, whatever its bucket.
+ALL_BUCKETS = "*"
 
-    def __init__(self, message: str, retry_after: float, status: int | None = None) -> None:
+
+class RateLimited(ForgeError):
+    """The forge asked us to wait `retry_after` seconds before the next request in `bucket`
+    (the limit the forge named: GitHub's `x-ratelimit-resource` such as core or search;
+    `ALL_BUCKETS` for one that holds every request; None when the forge named none, which
+    holds the bucket of the request that was refused)."""
+
+    def __init__(
+        self,
+        message: str,
+        retry_after: float,
+        status: int | None = None,
+        bucket: str | None = None,
+    ) -> None:
         super().__init__(message, status)
         self.retry_after = max(0.0, retry_after)
+        self.bucket = bucket
 
 
 class BranchMoved(ForgeError):

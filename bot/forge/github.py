@@ -15,7 +15,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import requests
 from github import Auth, Github, GithubException
@@ -31,6 +31,7 @@ from bot.forge._util import (
 )
 from bot.forge.archive import ArchiveHTTPError, download_redirected
 from bot.forge.errors import (
+    ALL_BUCKETS,
     AuthError,
     BranchMoved,
     EmptyRepository,
@@ -41,9 +42,10 @@ from bot.forge.errors import (
     TransientError,
 )
 from bot.forge.github_mentions import GitHubMentions
-from bot.forge.github_search import SEARCH_PER_MINUTE, GitHubSearch
-from bot.forge.pacing import WindowPacer
-from bot.forge.policy import RequestPolicy
+from bot.forge.github_search import GitHubSearch
+from bot.forge.pacing import ServerWindow
+from bot.forge.policy import DEFAULT_BUCKET, RequestPolicy
+from bot.forge.ratelimits import Buckets, header, until_reset
 from bot.forge.types import (
     BranchHead,
     ChangedPaths,
@@ -74,6 +76,7 @@ _ROLE = {
 # GitHub's documented default when a secondary limit comes without retry-after.
 SECONDARY_LIMIT_WAIT = 60.0
 RESET_MARGIN = 0.5
+DEFAULT_PER_PAGE = 30  # GitHub's, when a request names none
 LABEL_COLOR = "ededed"
 COMPARE_FILES = 300  # the most files "Compare two commits" lists
 
@@ -130,10 +133,12 @@ class GitHubForge:
         self._permissions: TTLCache[tuple[str, str], Permission] = TTLCache(permission_ttl)
         self._me: User | None = identity
         self._labels_ready: set[tuple[str, str]] = set()
+        self._wall_clock = wall_clock
+        self._buckets = Buckets()
+        # Searches are paced by the search bucket's own window, as its answers tell it.
+        self._search_window = ServerWindow(clock=self._policy.clock, wait=self._policy.stop.wait)
         self._search = GitHubSearch(
-            self._conditional_get,
-            _summary,
-            WindowPacer(SEARCH_PER_MINUTE, 60.0, stop=self._policy.stop),
+            partial(self._conditional_get, bucket="search"), _summary, self._search_window
         )
         self._mentions = GitHubMentions(
             self._notifications,
@@ -152,10 +157,39 @@ class GitHubForge:
             "User-Agent": "coding-agent-bot",
         }
 
-    def rate_limit_remaining(self) -> int | None:
-        """From the headers of the last response (PyGithub keeps them; no request made)."""
-        remaining, _limit = self._req.rate_limiting
-        return remaining if remaining >= 0 else None
+    def rate_limits(self) -> dict[str, int]:
+        """Requests left per bucket (core, search, ...), from the last answer in each."""
+        return self._buckets.remaining()
+
+    def _request(
+        self,
+        verb: str,
+        url: str,
+        parameters: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        input: Any | None = None,
+    ) -> tuple[dict[str, Any], Any]:
+        """One API request through PyGithub, its rate-limit headers noted (refusals too)."""
+        try:
+            response_headers, data = self._req.requestJsonAndCheck(
+                verb, url, parameters, headers, input
+            )
+        except GithubException as exc:
+            self._note_limits(exc.headers or {})
+            raise
+        self._note_limits(response_headers)
+        return response_headers, data
+
+    def _note_limits(self, headers: dict[str, Any]) -> None:
+        remaining = header(headers, "x-ratelimit-remaining")
+        if not remaining:
+            return  # GHES with rate limiting off sends none
+        bucket = header(headers, "x-ratelimit-resource") or DEFAULT_BUCKET
+        self._buckets.record(bucket, remaining)
+        reset = header(headers, "x-ratelimit-reset")
+        if bucket == "search" and remaining.isdigit() and reset.isdigit():
+            wait = until_reset(headers, float(reset), self._wall_clock)
+            self._search_window.observe(int(remaining), wait)
 
     # -- identity and discovery -------------------------------------------------------------
 
@@ -167,8 +201,13 @@ class GitHubForge:
 
     def list_tasks(self, repo: str) -> list[TaskSummary]:
         queries: list[dict[str, Any]] = [{"labels": label} for label in self._watch_labels]
-        if self._watch_assigned:
-            queries.append({"assignee": self.whoami().login})
+        me = self.whoami() if self._watch_assigned else None
+        # An app's `<slug>[bot]` is never an assignee (issues are assigned to users), so
+        # `?assignee=<slug>[bot]` is answered 200 with nothing (an unknown login filters every
+        # issue out rather than failing): one request per repository and cycle for nothing.
+        # Search leaves it out likewise (`list_tasks_across`).
+        if me is not None and not me.is_bot:
+            queries.append({"assignee": me.login})
         found: dict[TaskKey, TaskSummary] = {}
         for query in queries:
             params = {"state": "open", "per_page": 100, **query}
@@ -192,7 +231,7 @@ class GitHubForge:
     def _notifications(
         self, params: dict[str, Any], headers: dict[str, str]
     ) -> tuple[dict[str, Any], Any]:
-        fetch = partial(self._req.requestJsonAndCheck, "GET", "/notifications", params, headers)
+        fetch = partial(self._request, "GET", "/notifications", params, headers)
         response_headers, data = self._policy.call("notifications", fetch, self._translate)
         return response_headers, data
 
@@ -200,7 +239,7 @@ class GitHubForge:
         url = f"/notifications/threads/{quote(thread_id, safe='')}"
         self._policy.call(
             "notification_read",
-            partial(self._req.requestJsonAndCheck, "PATCH", url),
+            partial(self._request, "PATCH", url),
             self._translate,
         )
 
@@ -318,7 +357,7 @@ class GitHubForge:
             url = f"/repos/{key.repo}/issues/{key.number}/comments"
         _, data = self._policy.call(
             "post_comment",
-            lambda: self._req.requestJsonAndCheck("POST", url, input={"body": body}),
+            lambda: self._request("POST", url, input={"body": body}),
             self._translate,
             idempotent=False,
         )
@@ -345,7 +384,7 @@ class GitHubForge:
         url = f"/repos/{key.repo}/{section}/comments/{number}"
         _, data = self._policy.call(
             "edit_comment",
-            lambda: self._req.requestJsonAndCheck("PATCH", url, input={"body": body}),
+            lambda: self._request("PATCH", url, input={"body": body}),
             self._translate,
         )
         return self._comment(key.repo, data, "review" if kind == "review" else "conversation")
@@ -357,7 +396,7 @@ class GitHubForge:
         url = f"/repos/{key.repo}/issues/{key.number}/labels"
         self._policy.call(
             "add_labels",
-            lambda: self._req.requestJsonAndCheck("POST", url, input={"labels": list(labels)}),
+            lambda: self._request("POST", url, input={"labels": list(labels)}),
             self._translate,
         )
 
@@ -383,7 +422,7 @@ class GitHubForge:
             try:
                 self._policy.call(
                     "remove_label",
-                    partial(self._req.requestJsonAndCheck, "DELETE", url),
+                    partial(self._request, "DELETE", url),
                     self._translate,
                 )
             except NotFound:
@@ -537,7 +576,7 @@ class GitHubForge:
         # Writes are not retried inside the call: the caller looks the result up first.
         _, data = self._policy.call(
             operation,
-            partial(self._req.requestJsonAndCheck, verb, url, input=body),
+            partial(self._request, verb, url, input=body),
             self._translate,
             idempotent=False,
         )
@@ -581,22 +620,43 @@ class GitHubForge:
             items.extend(data or [])
         return items
 
-    def _conditional_get(self, url: str, params: dict[str, Any] | None) -> tuple[Any, str | None]:
+    def _conditional_get(
+        self, url: str, params: dict[str, Any] | None, bucket: str = DEFAULT_BUCKET
+    ) -> tuple[Any, str | None]:
         cache_key = f"{url}?{urlencode(sorted((params or {}).items()))}"
         cached = self._etags.get(cache_key)
         headers = {"If-None-Match": cached.etag} if cached else {}
         response_headers, data = self._policy.call(
             "get",
-            lambda: self._req.requestJsonAndCheck("GET", url, params, headers),
+            lambda: self._request("GET", url, params, headers),
             self._translate,
+            bucket=bucket,
         )
         if data is None and cached is not None:  # 304 Not Modified
-            return cached.data, cached.next_url
+            return cached.data, cached.next_url or _page_after_full(url, params, cached.data)
         following = next_link(response_headers.get("link"))
         etag = response_headers.get("etag")
         if etag:
             self._etags.put(cache_key, _Cached(etag, data, following))
         return data, following
+
+
+def _page_after_full(url: str, params: dict[str, Any] | None, data: Any) -> str | None:
+    """The page after this one when it was full and had no next page: a 304 for it says only
+    that its own items are the same. GitHub's ETag covers the body, not the `Link` header, so
+    a list whose newest items land on a later page (events, reviews, comments: oldest first)
+    answers 304 for a full page 1 after page 2 appeared, with no Link (app-sre/github-mirror#57,
+    #290). None when the page was not full: then no later page can have appeared."""
+    if not isinstance(data, list):
+        return None
+    split = urlsplit(url)
+    query = dict(parse_qsl(split.query))
+    query.update({k: str(v) for k, v in (params or {}).items()})
+    per_page = int(query.get("per_page") or DEFAULT_PER_PAGE)
+    if not data or len(data) < per_page:
+        return None
+    query["page"] = str(int(query.get("page") or 1) + 1)
+    return urlunsplit(split._replace(query=urlencode(query)))
 
 
 def _position(item: dict[str, Any]) -> ReviewPosition | None:
@@ -669,9 +729,10 @@ def _translate_status(
     message = str(message)[:300]
     lowered = message.lower()
     if status in (403, 429):
-        wait = _rate_limit_wait(headers, lowered, clock)
-        if wait is not None:
-            return RateLimited(f"GitHub rate limit: {message}", wait, status)
+        limit = _rate_limit_wait(headers, lowered, clock)
+        if limit is not None:
+            wait, bucket = limit
+            return RateLimited(f"GitHub rate limit: {message}", wait, status, bucket)
     if status == 401:
         return AuthError("GitHub rejected the token (401)", status)
     if status == 403:
@@ -689,16 +750,23 @@ def _translate_status(
 
 def _rate_limit_wait(
     headers: dict[str, Any], message: str, clock: Callable[[], float]
-) -> float | None:
-    retry_after = headers.get("retry-after")
-    if retry_after is not None:
+) -> tuple[float, str | None] | None:
+    """How long a refusal asks us to wait, and the bucket it holds: the one GitHub names in
+    `x-ratelimit-resource` for a primary limit; every bucket for a secondary one, which
+    counts the client's requests as a whole (docs.github.com/rest/using-the-rest-api/
+    rate-limits-for-the-rest-api, "About secondary rate limits"). None: no rate limit."""
+    bucket = header(headers, "x-ratelimit-resource") or None
+    retry_after = header(headers, "retry-after")
+    if retry_after:
         try:
-            return float(retry_after)
+            return float(retry_after), ALL_BUCKETS
         except ValueError:
-            return SECONDARY_LIMIT_WAIT
-    if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset"):
-        # The reset is in whole seconds; a little margin avoids arriving just before it.
-        return max(0.0, float(headers["x-ratelimit-reset"]) - clock()) + RESET_MARGIN
+            return SECONDARY_LIMIT_WAIT, ALL_BUCKETS
+    reset = header(headers, "x-ratelimit-reset")
+    if header(headers, "x-ratelimit-remaining") == "0" and reset:
+        # The reset is in whole seconds of the server's clock, measured against its `Date`;
+        # a little margin avoids arriving just before it.
+        return until_reset(headers, float(reset), clock) + RESET_MARGIN, bucket
     if "rate limit" in message:
-        return SECONDARY_LIMIT_WAIT
+        return SECONDARY_LIMIT_WAIT, ALL_BUCKETS
     return None

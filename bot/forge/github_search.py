@@ -7,7 +7,9 @@ by label"), so the cost of an idle cycle is two requests per owner (labels, assi
 the number of repositories; results are narrowed to the configured repositories here.
 
 Limits: the search API allows 30 requests a minute to an authenticated client
-(docs.github.com/rest/search/search, "Rate limit"), paced here with a sliding window; a query is
+(docs.github.com/rest/search/search, "Rate limit"), in its own bucket (`x-ratelimit-resource:
+search`); the adapter paces searches by that bucket's window as the answers tell it
+(`pacing.ServerWindow`), a sliding window of our own is the default here; a query is
 at most 256 characters (longer ones are refused with 422) and a search returns at most 1,000
 results, and says `incomplete_results` when it timed out. An owner whose query cannot be built
 (over-long label names) or whose results are not all there falls back to the per-repository
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from bot.forge.pacing import WindowPacer
 from bot.forge.types import TaskSummary
@@ -31,6 +33,12 @@ SEARCH_PER_MINUTE = 30
 MAX_RESULTS = 1000
 
 Getter = Callable[[str, dict[str, Any] | None], tuple[Any, str | None]]
+
+
+class Pacer(Protocol):
+    def acquire(self) -> float: ...
+
+
 Summarize = Callable[[str, dict[str, Any]], TaskSummary]
 
 
@@ -57,11 +65,11 @@ class GitHubSearch:
         self,
         get: Getter,
         summarize: Summarize,
-        pacer: WindowPacer | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
         self._get = get
         self._summarize = summarize
-        self._pacer = pacer or WindowPacer(SEARCH_PER_MINUTE, 60.0)
+        self._pacer: Pacer = pacer or WindowPacer(SEARCH_PER_MINUTE, 60.0)
 
     def list_tasks(
         self, repos: Sequence[str], labels: Sequence[str], assignee: str | None

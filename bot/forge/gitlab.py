@@ -25,6 +25,7 @@ from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 from bot.forge import gitlab_discovery
 from bot.forge._util import LRU, TTLCache, clean_text, format_time, parse_time
 from bot.forge.errors import (
+    ALL_BUCKETS,
     AuthError,
     BranchMoved,
     Forbidden,
@@ -37,6 +38,7 @@ from bot.forge.mentions import calls_bot
 from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
 from bot.forge.quick_actions import neutralise_payload
+from bot.forge.ratelimits import Buckets, until_reset
 from bot.forge.types import (
     BranchHead,
     ChangedPaths,
@@ -66,6 +68,16 @@ _ACCESS = [
 log = get_logger(__name__)
 # Notes that sit in a thread: on a diff line, or a reply ("Start a thread").
 _THREADED = ("DiffNote", "DiscussionNote")
+# Endpoints with a limit of their own, by operation: GitLab's names for them (archives and
+# notes: lib/gitlab/application_rate_limiter.rb; the files API's throttle: docs.gitlab.com/
+# administration/settings/files_api_rate_limits). Everything else spends the API's limit.
+GENERAL_BUCKET = "api"
+_BUCKETS = {
+    "archive": "project_repositories_archive",
+    "post_comment": "notes_create",
+    "read_file": "throttle_authenticated_files_api",
+    "file": "throttle_authenticated_files_api",
+}
 _BOT_NAME = re.compile(r"^(project|group)_\d+_bot(_[0-9a-f]+)?$")
 # System notes GitLab writes on assignment: "assigned to @a and @b" (with "and unassigned ...").
 _ASSIGNED = re.compile(r"^assigned to ((?:@[\w.\-]+(?:,\s*|\s+and\s+)?)+)")
@@ -103,13 +115,8 @@ class _Client(gitlab.Gitlab):
             args = (*args[:3], neutralise_payload(args[3]), *args[4:])
         return super().http_request(*args, **kwargs)
 
-    remaining: int | None = None
-
     @staticmethod
     def record(response: requests.Response, *args: Any, **kwargs: Any) -> None:
-        value = response.headers.get("RateLimit-Remaining", "")
-        if value.isdigit():
-            _Client.remaining = int(value)
         if response.status_code >= 400:
             _Client._local.headers = {k.lower(): v for k, v in response.headers.items()}
 
@@ -147,8 +154,10 @@ class GitLabForge:
         archives_per_minute: int | None = 5,
         archive_window: float = 60.0,
     ) -> None:
+        self._buckets = Buckets()
         session = requests.Session()
         session.hooks["response"].append(_Client.record)
+        session.hooks["response"].append(self._note_limits)
         self._gl = _Client(
             url.rstrip("/"), private_token=token, timeout=timeout, per_page=100, session=session
         )
@@ -174,10 +183,19 @@ class GitLabForge:
         self._checked: LRU[TaskKey, datetime] = LRU(4096)  # thread -> updated_at read
 
     def _call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
-        return self._policy.call(operation, fn, self._translate, idempotent=idempotent)
+        bucket = _BUCKETS.get(operation, GENERAL_BUCKET)
+        return self._policy.call(
+            operation, fn, self._translate, idempotent=idempotent, bucket=bucket
+        )
 
-    def rate_limit_remaining(self) -> int | None:
-        return _Client.remaining
+    def rate_limits(self) -> dict[str, int]:
+        """Requests left per throttle (`RateLimit-Name`; "api" when unnamed), as last told."""
+        return self._buckets.remaining()
+
+    def _note_limits(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        remaining = response.headers.get("RateLimit-Remaining", "")
+        if remaining:
+            self._buckets.record(response.headers.get("RateLimit-Name") or "api", remaining)
 
     # -- identity and discovery -------------------------------------------------------------
 
@@ -704,7 +722,9 @@ def _translate(exc: Exception, clock: Callable[[], float] = time.time) -> ForgeE
     if isinstance(exc, GitlabAuthenticationError) or status == 401:
         return AuthError("GitLab rejected the token (401)", status)
     if status == 429:
-        return RateLimited("GitLab rate limit", _wait(_Client.last_error_headers(), clock), status)
+        headers = _Client.last_error_headers()
+        bucket = _limited_bucket(headers.get("ratelimit-name", ""))
+        return RateLimited("GitLab rate limit", _wait(headers, clock), status, bucket)
     if status == 403:
         return Forbidden(f"GitLab refused this (403): {message}", status)
     if status == 404:
@@ -714,6 +734,18 @@ def _translate(exc: Exception, clock: Callable[[], float] = time.time) -> ForgeE
     return ForgeError(f"GitLab error {status}: {message}", status)
 
 
+def _limited_bucket(name: str) -> str | None:
+    """Which requests a 429 holds. A throttle names itself in `RateLimit-Name`
+    (lib/gitlab/rack_attack.rb, `throttled_response_headers`): the files API's own throttle
+    holds the files API; the others (throttle_authenticated_api, ...) count every API request,
+    so they hold them all. A 429 without a name comes from an endpoint's own limiter
+    (lib/gitlab/application_rate_limiter.rb: archives 5 a minute, notes_create, ...): it holds
+    that endpoint's bucket only (None: the bucket of the refused request)."""
+    if not name:
+        return None
+    return name if name in _BUCKETS.values() else ALL_BUCKETS
+
+
 def _wait(headers: dict[str, str], clock: Callable[[], float]) -> float:
     if "retry-after" in headers:
         try:
@@ -721,6 +753,7 @@ def _wait(headers: dict[str, str], clock: Callable[[], float]) -> float:
         except ValueError:
             return DEFAULT_RATE_LIMIT_WAIT
     if "ratelimit-reset" in headers:
-        # The reset is in whole seconds; a little margin avoids arriving just before it.
-        return max(0.0, float(headers["ratelimit-reset"]) - clock()) + RESET_MARGIN
+        # The reset is in whole seconds of the server's clock, measured against its `Date`; a
+        # little margin avoids arriving just before it.
+        return until_reset(headers, float(headers["ratelimit-reset"]), clock) + RESET_MARGIN
     return DEFAULT_RATE_LIMIT_WAIT

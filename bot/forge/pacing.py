@@ -82,3 +82,60 @@ class WindowPacer:
                 self._times.append(now)
                 return 0.0, now
             return self._window - (now - self._times[0]), None
+
+
+class ServerWindow:
+    """Paces one rate-limit bucket by the server's own window: what its last answer said was
+    left (`remaining`) and when its window resets, measured from that answer.
+
+    A window counted on our clock drifts from the server's: the server starts it at a request
+    it received earlier than we stamped it, and gives the reset in whole seconds, rounded up.
+    A client that waited its own minute after 30 searches arrived a few milliseconds before
+    the server's reset and was refused (issue 19). Here nothing is sent while the server says
+    none are left and its reset (by its `Date`) has not come; requests in flight are counted
+    down so that several callers cannot overrun the last answer.
+    """
+
+    MARGIN = 0.5  # seconds past the reset: the server's clock moves on between its answers
+
+    def __init__(
+        self,
+        *,
+        stop: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[float], bool] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._wait = wait or (stop or threading.Event()).wait
+        self._remaining: int | None = None  # None: no answer yet, or its window has ended
+        self._resets_at = 0.0  # on our monotonic clock
+        self._lock = threading.Lock()
+
+    def acquire(self) -> float:
+        """Wait (interruptibly) until the server's window has a request left; the seconds
+        waited."""
+        waited = 0.0
+        while (delay := self._try_take()) > 0:
+            if self._wait(delay):
+                raise TransientError("shutting down while waiting for the search rate limit")
+            waited += delay
+        return waited
+
+    def observe(self, remaining: int, seconds_to_reset: float) -> None:
+        """An answer in this bucket: `remaining` requests left in a window that resets
+        `seconds_to_reset` after the answer was made (the server's reset minus its Date)."""
+        with self._lock:
+            self._remaining = max(0, remaining)
+            self._resets_at = self._clock() + seconds_to_reset + self.MARGIN
+
+    def _try_take(self) -> float:
+        with self._lock:
+            now = self._clock()
+            if self._remaining is not None and now >= self._resets_at:
+                self._remaining = None  # a new window: the next answer tells its size
+            if self._remaining is None:
+                return 0.0
+            if self._remaining > 0:
+                self._remaining -= 1
+                return 0.0
+            return self._resets_at - now

@@ -1,9 +1,15 @@
 """The one retry loop for forge requests: rate-limit gate, capped backoff, stoppable waits.
 
-Every adapter call goes through `RequestPolicy.call`. A rate limit closes the host's gate: no
-request goes to that host until the wait told by the server has passed. Short waits are slept
-here (interruptibly); long ones are raised as `RateLimited` so the scheduler decides when to
-come back, instead of a worker sleeping for an hour inside a library call.
+Every adapter call goes through `RequestPolicy.call`, naming the rate-limit bucket it spends
+(GitHub: `core`, `search`, ... as `x-ratelimit-resource` names them: docs.github.com/rest/
+using-the-rest-api/rate-limits-for-the-rest-api; GitLab: an endpoint's own limit or the
+API's). A rate limit closes the
+gate of the bucket the forge named (or of the refused request's bucket when it named none):
+no request in that bucket goes to the host until the wait told by the server has passed, while
+the others go on (a search limit does not hold a comment check). A limit that holds the whole
+client (GitHub's secondary limits, GitLab's API throttle) closes every bucket. Short waits are
+slept here (interruptibly); long ones are raised as `RateLimited` so the scheduler decides when
+to come back, instead of a worker sleeping for an hour inside a library call.
 """
 
 from __future__ import annotations
@@ -15,11 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from bot.forge.errors import ForgeError, RateLimited, TransientError
+from bot.forge.errors import ALL_BUCKETS, ForgeError, RateLimited, TransientError
 from bot.log import get_logger
 
 T = TypeVar("T")
 log = get_logger(__name__)
+# The bucket of a call that names none: GitHub's and GitLab's general API limit.
+DEFAULT_BUCKET = "core"
 
 
 @dataclass
@@ -57,10 +65,16 @@ class RequestPolicy:
     clock: Callable[[], float] = time.monotonic
     # Called with the outcome of every attempt ("ok", "rate_limited", "transient", ...).
     observe: Callable[[str], None] = field(default=lambda _outcome: None)
-    gate: HostGate = field(init=False)
+    _gates: dict[str, HostGate] = field(init=False, default_factory=dict)
+    _gates_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
-    def __post_init__(self) -> None:
-        self.gate = HostGate(self.host, self.clock)
+    def gate(self, bucket: str = ALL_BUCKETS) -> HostGate:
+        """The gate of one bucket (`ALL_BUCKETS`: the one every request waits for)."""
+        with self._gates_lock:
+            found = self._gates.get(bucket)
+            if found is None:
+                found = self._gates[bucket] = HostGate(self.host, self.clock)
+            return found
 
     def call(
         self,
@@ -69,11 +83,13 @@ class RequestPolicy:
         translate: Callable[[Exception], ForgeError],
         *,
         idempotent: bool = True,
+        bucket: str = DEFAULT_BUCKET,
     ) -> T:
-        """Run `fn`, translating errors; retry what is safe to retry."""
+        """Run `fn`, translating errors; retry what is safe to retry. `bucket`: the rate-limit
+        bucket the request spends."""
         attempt = 0
         while True:
-            self._wait_for_gate(operation)
+            self._wait_for_gate(operation, bucket)
             try:
                 result = fn()
             except Exception as exc:
@@ -89,11 +105,13 @@ class RequestPolicy:
                 return result
             attempt += 1
             if isinstance(failure, RateLimited):
-                if self.gate.close_for(failure.retry_after):
+                closed = failure.bucket or bucket
+                if self.gate(closed).close_for(failure.retry_after):
                     log.warning(
                         "forge_rate_limited",
                         host=self.host,
                         operation=operation,
+                        bucket=closed,
                         retry_after=round(failure.retry_after, 1),
                         status=failure.status,
                     )
@@ -114,11 +132,16 @@ class RequestPolicy:
                 continue
             raise failure from cause
 
-    def _wait_for_gate(self, operation: str) -> None:
-        while (remaining := self.gate.remaining()) > 0:
+    def _wait_for_gate(self, operation: str, bucket: str) -> None:
+        while (remaining := self._closed_for(bucket)) > 0:
             if remaining > self.max_inline_wait:
-                raise RateLimited(f"{self.host} is rate limited ({operation})", remaining)
+                raise RateLimited(
+                    f"{self.host} is rate limited ({operation})", remaining, bucket=bucket
+                )
             self._sleep(remaining)
+
+    def _closed_for(self, bucket: str) -> float:
+        return max(self.gate(bucket).remaining(), self.gate(ALL_BUCKETS).remaining())
 
     def _backoff(self, attempt: int) -> float:
         ceiling = min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))

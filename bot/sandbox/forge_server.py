@@ -32,10 +32,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from bot.sandbox import hook_scope
 from bot.sandbox.world import SCommit, SRepo, SUser, World, tarball
 
 if TYPE_CHECKING:
@@ -134,6 +136,7 @@ class ForgeServer:
         archive_host: str = "codeload",
         gitlab_archives_per_minute: int | None = 5,
         gitlab_archive_window: float = 60.0,
+        clock: Callable[[], float] = time.time,
     ):
         from bot.sandbox import (  # routes reference the server
             github_api,
@@ -148,6 +151,10 @@ class ForgeServer:
             raise ValueError(f"archive_host must be 'codeload' or 'same', not {archive_host!r}")
 
         self.world = world or World()
+        # The server's wall clock (epoch seconds): its `Date` header and the search limit's
+        # window; a test shares a fake one with the daemon to run minutes without waiting.
+        self.clock = clock
+        self.search_limit = SearchLimit(clock)
         self.faults: list[Fault] = []
         self.random_fault_rate = 0.0
         self.random_fault_delay = 3.0
@@ -246,9 +253,14 @@ class ForgeServer:
         """Answer every request to `platform` with a rate-limit error for `seconds`."""
         reset = math.ceil(time.time() + seconds)  # whole epoch seconds, as the real headers
         if platform == "gitlab":
+            # RackAttack's API throttle names itself (lib/gitlab/rack_attack.rb).
             fault = Fault(
                 status=429,
-                headers={"RateLimit-Reset": str(reset), "RateLimit-Remaining": "0"},
+                headers={
+                    "RateLimit-Reset": str(reset),
+                    "RateLimit-Remaining": "0",
+                    "RateLimit-Name": "throttle_authenticated_api",
+                },
                 body={"message": "429 Too Many Requests"},
             )
         elif kind == "secondary":
@@ -264,7 +276,11 @@ class ForgeServer:
         else:
             fault = Fault(
                 status=403,
-                headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
+                headers={
+                    "x-ratelimit-remaining": "0",
+                    "x-ratelimit-reset": str(reset),
+                    "x-ratelimit-resource": "core",
+                },
                 body={
                     "message": "API rate limit exceeded for user ID 1.",
                     "documentation_url": "https://docs.github.com/rest/overview/rate-limits",
@@ -331,10 +347,13 @@ class ForgeServer:
         if platform == "gitlab":
             # GitLab.com's throttles count per minute: the advertised reset is within 60 s.
             reset = str(int(time.time()) + 60)
+            # Named since GitLab sends the throttle's headers on every answer
+            # (gitlab-org/gitlab!209485: `RateLimit-Name: throttle_authenticated_api`).
             return {
                 "RateLimit-Limit": str(self.rate_limit),
                 "RateLimit-Remaining": str(remaining),
                 "RateLimit-Reset": reset,
+                "RateLimit-Name": "throttle_authenticated_api",
             }
         return {
             "x-ratelimit-limit": str(self.rate_limit),
@@ -361,6 +380,39 @@ class ForgeServer:
                 recent.append(now)
             self._archive_downloads[login] = recent
             return allowed
+
+
+class SearchLimit:
+    """GitHub's search bucket: 30 requests a minute (docs.github.com/rest/search/search, "Rate
+    limit"), counted apart from the core bucket (`x-ratelimit-resource: search`). A window
+    opens at the first search after the last one ended and resets at the next whole second a
+    minute later (`x-ratelimit-reset` is whole epoch seconds: the reset the header states is
+    the one a client can keep); the 31st search inside it is answered 403."""
+
+    PER_MINUTE = 30
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._windows: dict[str, tuple[int, int]] = {}  # login -> (reset, used)
+        self._lock = threading.Lock()
+
+    def take(self, login: str) -> tuple[bool, dict[str, str]]:
+        """Count one search by `login`: whether it may be answered, and the bucket's headers."""
+        with self._lock:
+            now = self._clock()
+            reset, used = self._windows.get(login, (0, 0))
+            if now >= reset:
+                reset, used = math.ceil(now + 60), 0
+            allowed = used < self.PER_MINUTE
+            used += 1 if allowed else 0
+            self._windows[login] = (reset, used)
+        return allowed, {
+            "x-ratelimit-limit": str(self.PER_MINUTE),
+            "x-ratelimit-remaining": str(self.PER_MINUTE - used),
+            "x-ratelimit-reset": str(reset),
+            "x-ratelimit-used": str(used),
+            "x-ratelimit-resource": "search",
+        }
 
 
 class ArchiveLinks:
@@ -451,6 +503,10 @@ def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # the request log is `server.requests`
+
+        def date_time_string(self, timestamp: float | None = None) -> str:
+            # The `Date` of every answer, on the server's clock (whole seconds, as HTTP has).
+            return formatdate(server.clock() if timestamp is None else timestamp, usegmt=True)
 
         def do_GET(self) -> None:
             self._dispatch("GET")
@@ -552,9 +608,13 @@ def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler
             request = Request(
                 method, path, query, dict(self.headers), body, raw, user, server.url, platform
             )
-            response = self._route(request)
+            # GitLab's webhook ids are per request (bot/sandbox/hook_scope.py).
+            with hook_scope.request(self.headers.get("X-Gitlab-Event-UUID")):
+                response = self._route(request)
             if platform == "codeload":
                 return response  # not the API: no rate-limit headers
+            if "x-ratelimit-resource" in response.headers:
+                return response  # answered in a bucket of its own (search), core unspent
             if response.status == 304:
                 response.headers.update(server.rate_headers(platform, token, spend=False))
             else:
@@ -582,11 +642,17 @@ def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler
         def _conditional(self, request: Request, response: Response) -> Response:
             if request.method != "GET" or response.status != 200 or response.raw is not None:
                 return response
+            # As GitHub: the ETag covers the body only, not the Link header, and a 304 carries
+            # no Link. A full page 1 stays "not modified" when a page 2 appears behind it
+            # (app-sre/github-mirror#57: "the response is a 304 and the request does not
+            # include any pagination headers that are supposed to be there").
             payload = json.dumps(response.body, sort_keys=True).encode()
             etag = f'W/"{hashlib.sha1(payload).hexdigest()}"'
             response.headers["ETag"] = etag
             if request.headers.get("If-None-Match") == etag:
-                return Response(304, None, {"ETag": etag})
+                # A bucket of its own (search) still says where its window stands.
+                limits = {k: v for k, v in response.headers.items() if k.startswith("x-ratelimit")}
+                return Response(304, None, {"ETag": etag, **limits})
             return response
 
         def _token(self, platform: str) -> str:

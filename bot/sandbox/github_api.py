@@ -502,6 +502,10 @@ def routes(server: ForgeServer) -> list[Route]:
                 continue
             if any(label not in thread.labels for label in labels):
                 continue
+            # Any login filters, an unknown one or an app's `<slug>[bot]` too: 200 with the
+            # issues it is assigned (none), not an error (callers in the wild rely on it:
+            # `?creator=github-actions%5Bbot%5D` "returns an empty list with status 200" when
+            # misspelt; `?assignee=copilot-swe-agent%5Bbot%5D` lists Copilot's issues).
             if assignee and assignee not in [a.login for a in thread.assignees]:
                 continue
             if since and (_ts(thread.updated_at) or "") < since:

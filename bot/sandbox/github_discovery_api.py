@@ -4,7 +4,8 @@ Search (docs.github.com/rest/search/search#search-issues-and-pull-requests): `q`
 qualifiers; `label:"a","b"` matches any listed label, several `user:`/`org:`/`repo:` qualifiers
 match any of them; a query longer than 256 characters is refused with 422; the answer is
 `{total_count, incomplete_results, items}`; the endpoint has its own limit of 30 requests a
-minute (answered with 403 and `x-ratelimit-resource: search` when exceeded).
+minute in a bucket of its own (`forge_server.SearchLimit`: every answer carries the search
+bucket's headers, the 31st search of a window is answered 403).
 
 Notifications (docs.github.com/rest/activity/notifications): threads where the user was
 mentioned carry reason `mention`; `participating=true` keeps only those the user takes part in;
@@ -21,13 +22,12 @@ Labels (docs.github.com/rest/issues/labels#create-a-label): 201, or 422 with cod
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
-from bot.sandbox.forge_server import HttpError, Request, Response, Route, paginate
+from bot.sandbox.forge_server import HttpError, Request, Response, Route, SearchLimit, paginate
 from bot.sandbox.github_api import issue_json, label_json, repo_json
 from bot.sandbox.world import SRepo, SThread
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from bot.sandbox.forge_server import ForgeServer
 
 _TERM = re.compile(r'(-?)(\w+):((?:"[^"]*"|[^\s,"]+)(?:,(?:"[^"]*"|[^\s,"]+))*)|(\S+)')
-SEARCH_PER_MINUTE = 30
+SEARCH_PER_MINUTE = SearchLimit.PER_MINUTE
 
 
 @dataclass
@@ -79,21 +79,15 @@ def _matches(repo: SRepo, thread: SThread, terms: dict[str, list[str]]) -> bool:
 
 def routes(server: ForgeServer) -> list[Route]:
     world = server.world
-    searches: dict[str, list[float]] = {}
 
     def search_issues(req: Request, m: re.Match[str]) -> Response:
         query = req.query.get("q", "")
         if not query or len(query) > 256:
             raise HttpError(422, "Validation Failed")
         assert req.user is not None
-        now = time.monotonic()
-        recent = [t for t in searches.get(req.user.login, []) if now - t < 60]
-        if len(recent) >= SEARCH_PER_MINUTE:
-            reset = str(int(time.time() + 60 - (now - recent[0])) + 1)
-            headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset}
-            headers["x-ratelimit-resource"] = "search"
-            raise HttpError(403, "API rate limit exceeded for search.", headers)
-        searches[req.user.login] = [*recent, now]
+        allowed, limit = server.search_limit.take(req.user.login)
+        if not allowed:
+            raise HttpError(403, "API rate limit exceeded for search.", limit)
         terms = parse_query(query)
         items = [
             issue_json(req.base_url, repo, thread)
@@ -104,7 +98,7 @@ def routes(server: ForgeServer) -> list[Route]:
         ]
         page, headers = paginate(req, items)
         body = {"total_count": len(items), "incomplete_results": False, "items": page}
-        return Response(body=body, headers=headers)
+        return Response(body=body, headers={**headers, **limit})
 
     def list_notifications(req: Request, m: re.Match[str]) -> Response:
         assert req.user is not None

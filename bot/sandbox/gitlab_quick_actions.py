@@ -114,6 +114,11 @@ def run(
             action = _ACTIONS.get(name)
             if action is not None:
                 action(_Context(world, repo, thread, actor, outcome, head_sha), arg)
+        if outcome.changes:
+            # The commands are one update of the thread (Notes::QuickActionsService hands them
+            # to Issues/MergeRequests::UpdateService), which fires its Issue or Merge Request
+            # Hook like any other update.
+            world.changed(repo.platform, repo.path, thread, "update", actor.login)
     return outcome
 
 

@@ -1,11 +1,17 @@
 """The emulator's webhooks: signed deliveries for what people do, as the forges send them.
 
-GitHub: `X-GitHub-Event` (issues, pull_request, issue_comment), `X-GitHub-Delivery` (a GUID),
-`X-Hub-Signature-256` (HMAC-SHA256 of the body; docs.github.com/webhooks/webhook-events-and-
-payloads). GitLab: `X-Gitlab-Event` (Issue Hook, Merge Request Hook, Note Hook), `X-Gitlab-Token`
-(the secret token as configured), `X-Gitlab-Event-UUID` (docs.gitlab.com/user/project/
-integrations/webhook_events). Payloads carry the fields receivers key on; deliveries leave from
-a background thread, never under the world lock.
+GitHub: `X-GitHub-Event` (issues, pull_request, issue_comment), `X-GitHub-Delivery` (a GUID,
+kept by a redelivery), `X-Hub-Signature-256` (HMAC-SHA256 of the body; docs.github.com/webhooks/
+webhook-events-and-payloads). GitLab: `X-Gitlab-Event` (Issue Hook, Merge Request Hook, Note
+Hook), `X-Gitlab-Token` (the secret token as configured) and, by version (docs.gitlab.com/user/
+project/integrations/webhooks, "Delivery headers"): `X-Gitlab-Event-UUID` since 14.8, one per
+hook and request, shared by recursive hooks (bot/sandbox/hook_scope.py); `X-Gitlab-Webhook-UUID`
+since 16.2, a fresh UUID for every request sent, retries included (app/services/
+web_hook_service.rb, `build_headers`: `GITLAB_UUID_HEADER => SecureRandom.uuid`);
+`Idempotency-Key` since 17.4, the same across retries of one delivery (the resend passes the
+logged key back: `WebHookService.new(..., idempotency_key:)`). `gitlab_version` picks which are
+sent. Payloads carry the fields receivers key on; deliveries leave from a background thread,
+never under the world lock; `resend` sends one again as "Resend request" does.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 import requests
 
+from bot.sandbox import hook_scope
 from bot.sandbox.world import SThread, World
 from bot.webhooks.verify import github_signature
 
@@ -29,14 +36,28 @@ class Target:
     secret: bytes
 
 
+# GitLab version that first sent each delivery header (docs, "Delivery headers").
+EVENT_UUID_SINCE = (14, 8)
+WEBHOOK_UUID_SINCE = (16, 2)
+IDEMPOTENCY_KEY_SINCE = (17, 4)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    platform: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
+
+
 @dataclass
 class WebhookSender:
     world: World
     targets: dict[str, Target]  # platform -> where its deliveries go
     statuses: list[int] = field(default_factory=list)
-    _queue: queue.Queue[tuple[str, dict[str, str], bytes] | None] = field(
-        default_factory=queue.Queue
-    )
+    gitlab_version: tuple[int, int] = (17, 4)
+    sent: list[Delivery] = field(default_factory=list)  # in the order they were made
+    _queue: queue.Queue[Delivery | None] = field(default_factory=queue.Queue)
 
     def __post_init__(self) -> None:
         self.world.listeners.append(self._on_change)
@@ -63,19 +84,34 @@ class WebhookSender:
         else:
             event, payload = _gitlab(path, thread, what)
             body = json.dumps(payload).encode()
-            headers = {
-                "X-Gitlab-Event": event,
-                "X-Gitlab-Token": target.secret.decode(),
-                "X-Gitlab-Event-UUID": str(uuid.uuid4()),
-            }
+            headers = {"X-Gitlab-Event": event, "X-Gitlab-Token": target.secret.decode()}
+            if self.gitlab_version >= EVENT_UUID_SINCE:
+                headers["X-Gitlab-Event-UUID"] = hook_scope.current().event_uuid(target.url)
+            if self.gitlab_version >= IDEMPOTENCY_KEY_SINCE:
+                headers["Idempotency-Key"] = str(uuid.uuid4())
         headers["Content-Type"] = "application/json"
-        self._queue.put((target.url, headers, body))
+        delivery = Delivery(platform, target.url, headers, body)
+        self.sent.append(delivery)
+        self._queue.put(delivery)
+
+    def resend(self, index: int) -> None:
+        """Send delivery `index` of `sent` again, as a person's "Resend request" (GitLab) or
+        "Redeliver" (GitHub) does: the same body, the same Idempotency-Key (GitLab) or
+        X-GitHub-Delivery; GitLab's Event-UUID is the resending request's."""
+        delivery = self.sent[index]
+        headers = dict(delivery.headers)
+        if delivery.platform == "gitlab" and "X-Gitlab-Event-UUID" in headers:
+            headers["X-Gitlab-Event-UUID"] = hook_scope.current().event_uuid(delivery.url)
+        self._queue.put(Delivery(delivery.platform, delivery.url, headers, delivery.body))
 
     def _deliver(self) -> None:
         while (item := self._queue.get()) is not None:
-            url, headers, body = item
+            headers = dict(item.headers)
+            if item.platform == "gitlab" and self.gitlab_version >= WEBHOOK_UUID_SINCE:
+                headers["X-Gitlab-Webhook-UUID"] = str(uuid.uuid4())  # per request sent
             try:
-                status = requests.post(url, data=body, headers=headers, timeout=10).status_code
+                response = requests.post(item.url, data=item.body, headers=headers, timeout=10)
+                status = response.status_code
             except requests.RequestException:
                 status = 0  # the receiver is down: the forge records a failed delivery
             self.statuses.append(status)

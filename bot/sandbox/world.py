@@ -376,6 +376,11 @@ class World:
         for listener in self.listeners:
             listener(platform, path, thread, what, actor)
 
+    def changed(self, platform: str, path: str, thread: SThread, what: str, actor: str) -> None:
+        """A change an emulator route made itself (GitLab quick actions), for the listeners."""
+        with self.lock:
+            self._changed(platform, path, thread, what, actor)
+
     def next_id(self) -> int:
         return next(self._ids)
 

@@ -4,6 +4,16 @@ Answers: 202 accepted (or ignored: an event about no thread), 401 unsigned or mi
 404 unknown path or platform not configured, 405 not a POST, 409 replayed, 413 oversized,
 400 malformed. Nothing is acted on before the signature is checked; only verified deliveries
 enter the replay memory, so forged ones cannot evict real ones.
+
+What makes a delivery a repeat (`_repeat_keys`): GitHub, its `X-GitHub-Delivery` or its body.
+GitLab, its `Idempotency-Key` (sent since GitLab 17.4, "remains consistent across webhook
+retries") or its body. GitLab's `X-Gitlab-Event-UUID` is not a delivery id: "Recursive webhooks
+have the same value" (docs.gitlab.com/user/project/integrations/webhooks, "Delivery headers"),
+and one request that fires several events (a note whose quick action sets a label) gives each
+hook one UUID for all of them (lib/gitlab/web_hooks/recursion_detection/uuid.rb,
+`new_uuids_for_hooks[hook.id] ||= SecureRandom.uuid`). `X-Gitlab-Webhook-UUID` is a fresh UUID
+per request, retries included (app/services/web_hook_service.rb, `build_headers`). Versions
+before these headers send none: not an error.
 """
 
 from __future__ import annotations
@@ -82,18 +92,16 @@ class WebhookApp:
                 if not _auth_header(platform, environ)
                 else (Rejection.BAD_SIGNATURE)
             )
-        delivery = _delivery_id(platform, environ)
-        if not delivery:
+        keys = _repeat_keys(platform, environ, body)
+        if keys is None:
             return Rejection.MALFORMED
         try:
             payload = json.loads(body)
         except ValueError:
             return Rejection.MALFORMED
-        # GitHub signs the body, not the delivery id: a captured delivery sent again under a
-        # new id has the same body, so the body's digest is remembered as well as the id.
-        digest = "sha256:" + hashlib.sha256(platform.value.encode() + b"\0" + body).hexdigest()
-        if not self.seen.add_all(delivery, digest):
+        if not self.seen.add_all(*keys):
             return Rejection.REPLAYED
+        delivery = _delivery_id(platform, environ)
         key = thread_of(platform, environ.get("HTTP_X_GITHUB_EVENT", ""), payload)
         if key is None:
             return "ignored"
@@ -167,9 +175,28 @@ def _auth_header(platform: Platform, environ: Environ) -> str | None:
     return str(value) if value else None
 
 
-def _delivery_id(platform: Platform, environ: Environ) -> str:
-    name = "HTTP_X_GITHUB_DELIVERY" if platform is Platform.GITHUB else "HTTP_X_GITLAB_EVENT_UUID"
+def _header(environ: Environ, name: str) -> str:
     return str(environ.get(name) or "").strip()[:200]
+
+
+def _repeat_keys(platform: Platform, environ: Environ, body: bytes) -> list[str] | None:
+    """What a repeat of this delivery would share with it (None: a GitHub delivery without
+    its id, malformed). The body's digest is always one: the signature (GitHub) covers the
+    body only, so a captured delivery sent again under a new id is still a repeat."""
+    digest = "sha256:" + hashlib.sha256(platform.value.encode() + b"\0" + body).hexdigest()
+    if platform is Platform.GITHUB:
+        delivery = _header(environ, "HTTP_X_GITHUB_DELIVERY")
+        return [delivery, digest] if delivery else None
+    # Prefixed: GitLab's key and a GitHub delivery id live in one memory.
+    idempotency = _header(environ, "HTTP_IDEMPOTENCY_KEY")
+    return [f"gitlab-idempotency:{idempotency}", digest] if idempotency else [digest]
+
+
+def _delivery_id(platform: Platform, environ: Environ) -> str:
+    """The id logged with an accepted delivery (empty when the forge sent none)."""
+    if platform is Platform.GITHUB:
+        return _header(environ, "HTTP_X_GITHUB_DELIVERY")
+    return _header(environ, "HTTP_IDEMPOTENCY_KEY") or _header(environ, "HTTP_X_GITLAB_EVENT_UUID")
 
 
 def _answer(start: StartResponse, status: str, text: str) -> list[bytes]:

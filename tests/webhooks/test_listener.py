@@ -45,9 +45,17 @@ class Listener:
         return requests.post(f"{self.server.url}/webhooks/github", data=body, headers=headers)
 
     def gitlab(
-        self, payload: Any, *, token: str | None = GL_SECRET.decode(), delivery: str = ""
+        self,
+        payload: Any,
+        *,
+        token: str | None = GL_SECRET.decode(),
+        delivery: str = "",
+        headers: dict[str, str] | None = None,
     ) -> requests.Response:
-        headers = {"X-Gitlab-Event-UUID": delivery or str(uuid.uuid4())}
+        """`headers`: GitLab's delivery headers as sent (replacing the default Event-UUID)."""
+        headers = dict(headers) if headers is not None else {}
+        if not headers:
+            headers["X-Gitlab-Event-UUID"] = delivery or str(uuid.uuid4())
         if token is not None:
             headers["X-Gitlab-Token"] = token
         return requests.post(f"{self.server.url}/webhooks/gitlab", json=payload, headers=headers)
@@ -155,3 +163,57 @@ def test_a_captured_delivery_sent_again_under_a_new_id_is_a_replay(listener: Lis
     assert listener.github("issues", payload).status_code == 202
     assert listener.github("issues", payload).status_code == 409  # same body, new id
     assert listener.checked == [TaskKey(Platform.GITHUB, "acme/app", Kind.ISSUE, 8)]
+
+
+def gitlab_note(iid: int, text: str) -> dict[str, Any]:
+    return {
+        "object_kind": "note",
+        "project": {"path_with_namespace": "group/proj"},
+        "object_attributes": {"noteable_type": "Issue", "note": text},
+        "issue": {"iid": iid},
+    }
+
+
+def test_gitlab_recursive_deliveries_sharing_an_event_uuid_are_all_accepted(
+    listener: Listener,
+) -> None:
+    """GitLab gives recursive hooks, and every event of one request, one X-Gitlab-Event-UUID:
+    it is not a delivery id (found by the review of issue 19: the second was refused)."""
+    event = str(uuid.uuid4())
+    for text in ("first", "second"):
+        headers = {
+            "X-Gitlab-Event-UUID": event,
+            "X-Gitlab-Webhook-UUID": str(uuid.uuid4()),
+            "Idempotency-Key": str(uuid.uuid4()),
+        }
+        assert listener.gitlab(gitlab_note(5, text), headers=headers).status_code == 202
+    # Without an Idempotency-Key (GitLab before 17.4), the Event-UUID alone still refuses none.
+    for text in ("third", "fourth"):
+        headers = {"X-Gitlab-Event-UUID": event}
+        assert listener.gitlab(gitlab_note(5, text), headers=headers).status_code == 202
+    assert len(listener.checked) == 4
+
+
+def test_gitlab_retry_with_the_same_idempotency_key_is_a_repeat(listener: Listener) -> None:
+    key = str(uuid.uuid4())
+    first = {"Idempotency-Key": key, "X-Gitlab-Webhook-UUID": str(uuid.uuid4())}
+    assert listener.gitlab(gitlab_note(6, "once"), headers=first).status_code == 202
+    # A retry carries the same key and a new Webhook-UUID; even with another body (a custom
+    # template rendered again) it is the same delivery.
+    retry = {"Idempotency-Key": key, "X-Gitlab-Webhook-UUID": str(uuid.uuid4())}
+    assert listener.gitlab(gitlab_note(6, "once, again"), headers=retry).status_code == 409
+    # The same body under a new key is a repeat too (a captured delivery sent again).
+    again = {"Idempotency-Key": str(uuid.uuid4())}
+    assert listener.gitlab(gitlab_note(6, "once"), headers=again).status_code == 409
+    assert listener.checked == [TaskKey(Platform.GITLAB, "group/proj", Kind.ISSUE, 6)]
+    assert listener.app.rejected == {"replayed": 2}
+
+
+def test_gitlab_delivery_without_any_id_header_is_accepted(listener: Listener) -> None:
+    """GitLab before 14.8 sends no X-Gitlab-Event-UUID: no 400, the body decides."""
+    body = json.dumps(gitlab_note(7, "old gitlab")).encode()
+    headers = {"X-Gitlab-Token": GL_SECRET.decode(), "Content-Type": "application/json"}
+    url = f"{listener.server.url}/webhooks/gitlab"
+    assert requests.post(url, data=body, headers=headers).status_code == 202
+    assert requests.post(url, data=body, headers=headers).status_code == 409  # its repeat
+    assert listener.checked == [TaskKey(Platform.GITLAB, "group/proj", Kind.ISSUE, 7)]
