@@ -54,13 +54,18 @@ access: {{ignore_authors: ["github-actions[bot]", "renovate"]}}
 
 class WallClock:
     """The wall clock, moved on by `advance`: a wait the forge asks for (GitHub's
-    `X-Poll-Interval`) that a test does not sleep through."""
+    `X-Poll-Interval`) that a test does not sleep through. `freeze()`: from then on only
+    `advance` moves it (a test that counts seconds exactly)."""
 
     def __init__(self) -> None:
         self.offset = 0.0
+        self.frozen: float | None = None
 
     def __call__(self) -> float:
-        return time.time() + self.offset
+        return (time.time() if self.frozen is None else self.frozen) + self.offset
+
+    def freeze(self) -> None:
+        self.frozen = time.time()
 
     def advance(self, seconds: float) -> None:
         self.offset += seconds
