@@ -267,8 +267,11 @@ class GitLabForge:
         found: dict[TaskKey, TaskSummary] = {}
         waiting = list(changed.items())
         for index, (key, (item, since)) in enumerate(waiting):
-            if key in known or self._checked.get(key) == item.updated_at:
+            if self._checked.get(key) == item.updated_at:
                 continue  # listed again (the listings overlap): its notes were read
+            if key in known:  # a To-Do item found it already
+                self._checked.put(key, item.updated_at)
+                continue
             try:
                 notes = self.list_comments(key, since=since)
             except AuthError:
