@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import threading
@@ -22,6 +23,7 @@ from bot.dispatch import Job, plan_jobs
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import AppInstallations, Source, build_app
 from bot.forge.github_app import Installation
+from bot.forge.inbox import ThreadTodos
 from bot.forge.mentions import calls_bot
 from bot.forge.types import Platform, TaskKey, TaskSummary
 from bot.health import HeartbeatWriter
@@ -95,6 +97,8 @@ class Daemon:
         self._app: AppInstallations | None = next((s.app for s in sources if s.app), None)
         self._app_failing = False  # a failed refresh is logged once until one succeeds
         self._job_ids = itertools.count()
+        # Mention To-Do items of a thread a webhook named, to mark done when its run ends.
+        self._todos_after_run: dict[str, tuple[_Worker, list[str]]] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -264,7 +268,7 @@ class Daemon:
         with self._guard:
             self._auth_failed.discard(platform.value)  # a new cycle: report it again
         try:
-            result = discover(worker.source)
+            result = discover(worker.source, self.store)
         except AuthError as exc:
             # Nothing on this source can work: one line, no traceback, no task touched.
             self._record_poll(worker, view.counts(), ok=False, error=f"AuthError: {exc}")
@@ -293,6 +297,21 @@ class Daemon:
             noted=self._left_alone,
         )
         self._hand_out(worker, jobs)
+        # Only now are the inbox items this poll read marked read/done (and its cursor moved):
+        # those whose task's start is recorded, or that needed none.
+        result.settle(partial(self._recorded, {job.key for job in jobs}))
+
+    def _recorded(self, planned: set[TaskKey], key: TaskKey) -> bool:
+        """May the inbox item that found `key` be settled? Yes when no job was planned for it
+        (nothing to start: a reader's mention, a task running or finished) or its task's state
+        is saved. A job handed out is not enough: the files backend's jobs live in this process
+        only, and a postgres job leaves the queue when a daemon takes it."""
+        if key not in planned:
+            return True
+        try:
+            return self.store.load(key) is not None
+        except StateError:
+            return False
 
     def request_check(self, key: TaskKey) -> None:
         """Queue `check_thread` (called from the webhook listener: answer fast, work later)."""
@@ -308,6 +327,8 @@ class Daemon:
         worker = self._worker_for(key)
         if worker is None or self.stop.is_set():
             return False
+        # Listed first: a To-Do item made after the thread is read below is the sweep's.
+        todos = self._mention_todos(worker, key)
         try:
             thread = worker.source.forge.get_thread(key)
         except ForgeError as exc:
@@ -340,7 +361,33 @@ class Daemon:
         )
         log.info("thread_checked", task=str(key), jobs=len(jobs))
         self._hand_out(worker, jobs)
+        if todos:
+            if self._recorded({job.key for job in jobs}, key):
+                self._todos_done(worker, todos)
+            else:  # settled when this daemon's run of the task ends (else by the sweep)
+                with self._guard:
+                    self._todos_after_run[str(key)] = (worker, todos)
         return True
+
+    def _mention_todos(self, worker: _Worker, key: TaskKey) -> list[str]:
+        """The thread's pending mention To-Do items (GitLab), to mark done once handled."""
+        forge = worker.source.forge
+        if not isinstance(forge, ThreadTodos):
+            return []
+        try:
+            return forge.mention_todos(key)
+        except ForgeError as exc:
+            log.warning("thread_check_failed", task=str(key), error=str(exc))
+            return []
+
+    def _todos_done(self, worker: _Worker, todos: list[str]) -> None:
+        forge = worker.source.forge
+        if not isinstance(forge, ThreadTodos):
+            return
+        try:
+            forge.todos_done(todos)
+        except ForgeError as exc:  # pending still: the sweep marks them done
+            log.warning("mention_settle_failed", platform="gitlab", error=str(exc))
 
     def _hand_out(self, worker: _Worker, jobs: list[Job]) -> None:
         """Run the jobs here, or (several daemons) queue them for whichever daemon is free."""
@@ -436,6 +483,10 @@ class Daemon:
     def _done(self, name: str, _future: Future[Outcome]) -> None:
         with self._guard:
             self._in_flight.pop(name, None)
+            todos = self._todos_after_run.pop(name, None)
+        if todos is not None and not self.stop.is_set():
+            with contextlib.suppress(RuntimeError):  # closing: the sweep marks them done
+                self._checks.submit(self._todos_done, *todos)
         if self.store.shared:  # a worker is free: the next queued job now, not at the tick
             self.take()
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from bot.forge.errors import AuthError, ForgeError, RateLimited
 from bot.forge.factory import Source
+from bot.forge.inbox import Cursors, MentionBatch, Recorded
 from bot.forge.types import TaskSummary
 from bot.log import get_logger
 
@@ -18,17 +19,22 @@ class DiscoveryResult:
     tasks: list[TaskSummary] = field(default_factory=list)
     failed_repos: list[str] = field(default_factory=list)
     retry_after: float | None = None
+    # Settles the inbox items read this cycle (marks read/done, moves the cursor): called by
+    # the daemon once the jobs are planned and handed out, with what counts as recorded.
+    settle: Callable[[Recorded], None] = field(default=lambda _recorded: None)
 
 
-def discover(source: Source) -> DiscoveryResult:
+def discover(source: Source, cursors: Cursors | None = None) -> DiscoveryResult:
     """List candidates in every repository of `source`.
 
     With many repositories, one cross-repository listing (search, group listings) replaces the
     per-repository ones; the repositories it cannot cover, or all of them when it fails, are
     listed one by one. Threads where a writer mentioned the bot are added (notifications,
-    to-dos). A missing repository or a transient failure costs only that repository this cycle;
-    a rate limit ends the pass for the whole host (every further request would be refused); an
-    authentication error is raised, because nothing on this source can work.
+    to-dos, their cursor in `cursors`; nothing in the inbox is settled before
+    `DiscoveryResult.settle`). A missing repository or a transient failure costs only that
+    repository this cycle; a rate limit ends the pass for the whole host (every further request
+    would be refused); an authentication error is raised, because nothing on this source can
+    work.
     """
     result = DiscoveryResult()
     repos = list(source.repos)
@@ -52,7 +58,7 @@ def discover(source: Source) -> DiscoveryResult:
             )
     if not _per_repo(result, source, repos):
         return result
-    _mentions(result, source)
+    _mentions(result, source, cursors)
     return result
 
 
@@ -76,22 +82,26 @@ def _per_repo(result: DiscoveryResult, source: Source, repos: list[str]) -> bool
     return True
 
 
-def _mentions(result: DiscoveryResult, source: Source) -> None:
-    mentioned: Callable[[Sequence[str]], list[TaskSummary]] | None
-    mentioned = getattr(source.forge, "mentioned_tasks", None)
-    if mentioned is None:
+def _mentions(result: DiscoveryResult, source: Source, cursors: Cursors | None) -> None:
+    read: Callable[[Sequence[str], Cursors | None], MentionBatch] | None
+    read = getattr(source.forge, "mention_batch", None)
+    if read is None:
         return
     try:
-        found = mentioned(source.repos)
+        batch = read(source.repos, cursors)
     except AuthError:
         raise
     except ForgeError as exc:
-        # The labelled threads were found; a mention is seen next cycle.
+        # The labelled threads were found. The inbox could not be read: nothing in it was
+        # marked read or done and its cursor did not move, so the next read lists it again.
         platform = source.forge.platform.value
-        log.warning("mention_discovery_failed", platform=platform, error=str(exc))
+        log.warning(
+            "mention_discovery_failed", platform=platform, error=str(exc), status=exc.status
+        )
         return
+    result.settle = batch.commit
     known = {task.key for task in result.tasks}
-    for task in found:
+    for task in batch.tasks:
         log.info("task_mentioned", task=str(task.key), title=task.title)
         if task.key in known:
             result.tasks = [t if t.key != task.key else task for t in result.tasks]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,25 @@ access: {{ignore_authors: ["github-actions[bot]", "renovate"]}}
 """
 
 
+class WallClock:
+    """The wall clock, moved on by `advance`: a wait the forge asks for (GitHub's
+    `X-Poll-Interval`) that a test does not sleep through. `freeze()`: from then on only
+    `advance` moves it (a test that counts seconds exactly)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+        self.frozen: float | None = None
+
+    def __call__(self) -> float:
+        return (time.time() if self.frozen is None else self.frozen) + self.offset
+
+    def freeze(self) -> None:
+        self.frozen = time.time()
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
 @dataclass
 class Rig:
     forge: ForgeServer
@@ -62,6 +82,7 @@ class Rig:
     forge_timeout: float = 30
     repos: str = REPO  # the configured repositories (projects), comma-separated
     stop: threading.Event = field(default_factory=threading.Event)
+    clock: WallClock = field(default_factory=WallClock)  # the forges' wall clock
     _store: Store | None = None
 
     @property
@@ -83,7 +104,7 @@ class Rig:
         settings = self.settings
         daemon = Daemon(
             settings,
-            build_sources(settings, self.stop),
+            build_sources(settings, self.stop, wall_clock=self.clock),
             build_llm(settings.llm, self.stop),
             self.stop,
         )

@@ -16,7 +16,7 @@ from bot.sandbox.forge_server import Fault, ForgeServer
 from bot.sandbox.world import StepClock
 from bot.state import Status
 from tests.conftest import REPO, ForgeFactory, kind_for
-from tests.rig import Rig
+from tests.rig import Rig, WallClock
 
 LISTING = {
     "github": r"^/repos/[^/]+/[^/]+/issues$",
@@ -126,8 +126,12 @@ def test_github_notifications_are_conditional(server: ForgeServer) -> None:
     from bot.forge.github import GitHubForge
     from tests.conftest import BOT_TOKEN, LABELS
 
-    forge = GitHubForge(server.url, BOT_TOKEN, watch_labels=LABELS, seconds_between_writes=0)
+    clock = WallClock()
+    forge = GitHubForge(
+        server.url, BOT_TOKEN, watch_labels=LABELS, seconds_between_writes=0, wall_clock=clock
+    )
     forge.mentioned_tasks([REPO])
+    clock.advance(server.notifications_poll_interval)  # as GitHub's X-Poll-Interval asks
     forge.mentioned_tasks([REPO])
     polls = [r for r in server.requests if r.path == "/notifications"]
     assert [r.status for r in polls] == [200, 304]
@@ -189,9 +193,11 @@ def test_slash_bot_on_an_unlabelled_thread_starts_a_task(rig: Rig) -> None:
         daemon.run_once()  # a first cycle sees no command
         assert rig.bot_comments(thread) == []
         rig.comment(thread, "/bot", author="bob")  # a reader: not a command
+        rig.clock.advance(rig.forge.notifications_poll_interval)  # GitHub's X-Poll-Interval
         daemon.run_once()
         assert rig.bot_comments(thread) == []
         rig.comment(thread, "/bot")
+        rig.clock.advance(rig.forge.notifications_poll_interval)
         daemon.run_once()
     finally:
         daemon.close()
@@ -207,6 +213,7 @@ def test_news_on_a_finished_thread_does_not_restart_it(rig: Rig) -> None:
     assert rig.state(thread).status is Status.DONE
     posted = len(rig.bot_comments(thread))
     rig.comment(thread, "thanks @coding-bot!")
+    rig.clock.advance(rig.forge.notifications_poll_interval)  # GitHub's X-Poll-Interval
     rig.run_once()
     assert len(rig.bot_comments(thread)) == posted
     assert rig.state(thread).run == 1

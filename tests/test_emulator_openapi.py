@@ -30,6 +30,7 @@ def seeded(server: ForgeServer) -> ForgeServer:
     )
     pull = w.add_thread("github", REPO, kind="pull", title="PR", body=None or "", head_ref="fix")
     w.add_comment("github", REPO, issue.number, "hello", author="alice")
+    w.add_comment("github", REPO, pull.number, "@coding-bot a look?", author="alice")  # notified
     w.set_labels("github", REPO, issue.number, ["coding agent", "x"], actor="carol")  # labeled
     w.set_labels("github", REPO, issue.number, ["coding agent"], actor="carol")  # unlabeled
     w.assign("github", REPO, issue.number, "coding-bot", actor="carol")
@@ -118,6 +119,7 @@ CASES = [
         "GET /repos/{owner}/{repo}/contents/{path} 200",
         {},
     ),
+    ("GET", "/notifications?all=true", "GET /notifications 200", {}),
 ]
 
 
@@ -174,6 +176,16 @@ def test_a_reviews_comments_match_openapi(seeded: ForgeServer) -> None:
         SCHEMAS["GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments 200"],
     )
     assert [c["body"] for c in body] == ["say hello to whom?"]
+
+
+def test_notifications_match_openapi_read_or_not(seeded: ForgeServer) -> None:
+    (unread,) = call(seeded, "GET", "/notifications").json()
+    assert unread["reason"] == "mention" and unread["last_read_at"] is None
+    call(seeded, "PATCH", f"/notifications/threads/{unread['id']}")
+    assert call(seeded, "GET", "/notifications").json() == []
+    (read,) = call(seeded, "GET", "/notifications?all=true").json()
+    jsonschema.validate([read], SCHEMAS["GET /notifications 200"])
+    assert read["unread"] is False and read["last_read_at"] is not None
 
 
 def test_reply_to_a_reply_is_refused(seeded: ForgeServer) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -61,8 +62,12 @@ def watched_labels(labels: LabelSettings) -> tuple[str, ...]:
 
 
 def build_sources(
-    settings: Settings, stop: threading.Event | None = None, metrics: Metrics | None = None
+    settings: Settings,
+    stop: threading.Event | None = None,
+    metrics: Metrics | None = None,
+    wall_clock: Callable[[], float] = time.time,
 ) -> list[Source]:
+    """`wall_clock`: the forges' clock (rate-limit resets, the notifications' poll interval)."""
     stop = stop or threading.Event()
     metrics = metrics or Metrics()
     sources: list[Source] = []
@@ -81,6 +86,7 @@ def build_sources(
                 timeout=gh.timeout_seconds,
                 seconds_between_writes=gh.seconds_between_writes,
                 policy=policy,
+                wall_clock=wall_clock,
             )
             sources.append(Source(forge, gh.repositories))
     if settings.gitlab is not None:
@@ -91,6 +97,7 @@ def build_sources(
             watch_labels=watched_labels(settings.labels),
             timeout=gl.timeout_seconds,
             policy=_policy(gl.url, "gitlab", stop, metrics),
+            wall_clock=wall_clock,
             archives_per_minute=gl.archive_downloads_per_minute,
         )
         sources.append(Source(forge, gl.projects))

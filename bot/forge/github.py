@@ -43,6 +43,7 @@ from bot.forge.errors import (
 )
 from bot.forge.github_mentions import GitHubMentions
 from bot.forge.github_search import GitHubSearch
+from bot.forge.inbox import Cursors, MentionBatch, always
 from bot.forge.pacing import ServerWindow
 from bot.forge.policy import DEFAULT_BUCKET, RequestPolicy
 from bot.forge.ratelimits import Buckets, header, until_reset
@@ -146,6 +147,8 @@ class GitHubForge:
             self.get_thread,
             self.list_comments,
             self.permission,
+            api=self._api,
+            clock=wall_clock,
         )
 
     @property
@@ -225,13 +228,21 @@ class GitHubForge:
         return found.tasks, found.uncovered
 
     def mentioned_tasks(self, repos: Sequence[str]) -> list[TaskSummary]:
-        """Open threads of `repos` where a writer mentioned the bot since the last call."""
-        return self._mentions.tasks(repos, self.whoami())
+        """Open threads of `repos` where a writer mentioned the bot since the last call, settled
+        at once (a caller without a store; the daemon uses `mention_batch`)."""
+        batch = self.mention_batch(repos)
+        batch.commit(always)
+        return batch.tasks
+
+    def mention_batch(self, repos: Sequence[str], cursors: Cursors | None = None) -> MentionBatch:
+        """The notifications' threads of `repos` where a writer called the bot; nothing is
+        marked read before `commit` (see `bot.forge.github_mentions`)."""
+        return self._mentions.read(repos, self.whoami(), cursors)
 
     def _notifications(
-        self, params: dict[str, Any], headers: dict[str, str]
+        self, url: str, params: dict[str, Any] | None, headers: dict[str, str]
     ) -> tuple[dict[str, Any], Any]:
-        fetch = partial(self._request, "GET", "/notifications", params, headers)
+        fetch = partial(self._request, "GET", url, params, headers)
         response_headers, data = self._policy.call("notifications", fetch, self._translate)
         return response_headers, data
 

@@ -34,6 +34,7 @@ from bot.forge.errors import (
     RateLimited,
     TransientError,
 )
+from bot.forge.inbox import Cursors, MentionBatch, always
 from bot.forge.mentions import calls_bot
 from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
@@ -181,6 +182,8 @@ class GitLabForge:
         self._changed: dict[TaskKey, tuple[TaskSummary, datetime]] = {}
         self._group_high_water: dict[str, datetime] = {}
         self._checked: LRU[TaskKey, datetime] = LRU(4096)  # thread -> updated_at read
+        # To-Do items found to start a task not recorded yet: not checked again while they wait.
+        self._todo_found: LRU[str, TaskSummary] = LRU(4096)
 
     def _call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
         bucket = _BUCKETS.get(operation, GENERAL_BUCKET)
@@ -249,26 +252,72 @@ class GitLabForge:
             self._group_high_water[group] = now
 
     def mentioned_tasks(self, repos: Sequence[str]) -> list[TaskSummary]:
+        """Open threads of `repos` where a writer called the bot, settled at once (a caller
+        without a store; the daemon uses `mention_batch`)."""
+        batch = self.mention_batch(repos)
+        batch.commit(always)
+        return batch.tasks
+
+    def mention_batch(self, repos: Sequence[str], cursors: Cursors | None = None) -> MentionBatch:
         """Open threads of `repos` where a writer called the bot: its To-Do items (mentions),
-        and the unlabelled threads that changed with a writer's `/bot` among the new notes."""
-        found = {
-            t.key: t
-            for t in gitlab_discovery.mentioned(
-                self._gl, self._call, _summary, self.permission, repos
-            )
-        }
+        and the unlabelled threads that changed with a writer's `/bot` among the new notes.
+        No To-Do item is marked done before `commit` (the pending ones are the cursor: no
+        other is kept)."""
+        checked = gitlab_discovery.read_todos(
+            self._gl, self._call, _summary, self.permission, repos, self._todo_found
+        )
+        found = {c.summary.key: c.summary for c in checked if c.summary is not None}
+        found.update(self._changed_with_command(set(found)))
+        commit = partial(gitlab_discovery.settle_todos, self._gl, self._call, checked)
+        return MentionBatch(sorted(found.values(), key=lambda s: s.key), commit)
+
+    def mention_todos(self, key: TaskKey) -> list[str]:
+        """The pending mention To-Do items of one thread (a webhook named it)."""
+        return gitlab_discovery.thread_todos(self._gl, self._call, key)
+
+    def todos_done(self, ids: Sequence[str]) -> None:
+        for ident in ids:
+            gitlab_discovery.mark_done(self._gl, self._call, ident)
+
+    def _changed_with_command(self, known: set[TaskKey]) -> dict[TaskKey, TaskSummary]:
+        """The changed unlabelled threads with a writer's `/bot` (or mention) in the new notes.
+        A thread whose notes could not be read stays for the next cycle (a rate limit: every
+        one left)."""
         changed, self._changed = self._changed, {}
         me = self.whoami().login
-        for key, (item, since) in changed.items():
+        found: dict[TaskKey, TaskSummary] = {}
+        waiting = list(changed.items())
+        for index, (key, (item, since)) in enumerate(waiting):
             if self._checked.get(key) == item.updated_at:
                 continue  # listed again (the listings overlap): its notes were read
+            if key in known:  # a To-Do item found it already
+                self._checked.put(key, item.updated_at)
+                continue
+            try:
+                notes = self.list_comments(key, since=since)
+            except AuthError:
+                raise
+            except ForgeError as exc:
+                log.warning(
+                    "mention_check_failed",
+                    platform="gitlab",
+                    task=str(key),
+                    error=str(exc),
+                    status=exc.status,
+                )
+                left = waiting[index:] if isinstance(exc, RateLimited) else [(key, (item, since))]
+                for again, value in left:
+                    self._changed.setdefault(again, value)
+                if isinstance(exc, RateLimited):
+                    break
+                continue
             self._checked.put(key, item.updated_at)
-            if key not in found and any(
+            if any(
                 c.permission.can_write and not c.author_is_bot and calls_bot(c.body, me)
-                for c in self.list_comments(key, since=since)
+                for c in notes
             ):
                 found[key] = replace(item, mentioned=True)
-        return sorted(found.values(), key=lambda s: s.key)
+        return found
 
     def _full_scan(self, repo: str) -> dict[TaskKey, TaskSummary]:
         queries: list[dict[str, Any]] = [{"labels": label} for label in self._watch_labels]

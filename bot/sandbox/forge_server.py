@@ -176,6 +176,8 @@ class ForgeServer:
         self.notifications: dict[str, list[github_discovery_api.SNotification]] = {}
         self.todos: dict[str, list[gitlab_discovery_api.STodo]] = {}
         self.notifications_served: dict[str, datetime] = {}  # login -> Last-Modified sent
+        # `X-Poll-Interval` of GitHub's notifications: 60 in GitHub's examples; tests set it.
+        self.notifications_poll_interval = 60
         self.repo_labels: dict[str, set[str]] = {}  # labels that exist in a repository
         self.watchers: dict[str, set[str]] = {}  # GitHub repository -> logins watching it
         self.labels_created: list[tuple[str, str, str]] = []  # (platform, repo, name)
@@ -455,16 +457,15 @@ class _QuietServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def paginate(request: Request, items: list[Any]) -> tuple[list[Any], dict[str, str]]:
-    """Slice `items` by page/per_page and describe the other pages in headers."""
+def paginate(
+    request: Request, items: list[Any], *, default: int | None = None, cap: int = 100
+) -> tuple[list[Any], dict[str, str]]:
+    """Slice `items` by page/per_page and describe the other pages in headers. `default` and
+    `cap`: the endpoint's own page size and largest page (GitHub's notifications: 50 and 50)."""
+    if default is None:
+        default = 30 if request.platform == "github" else 20
     try:
-        per_page = min(
-            100,
-            max(
-                1,
-                int(request.query.get("per_page", "30" if request.platform == "github" else "20")),
-            ),
-        )
+        per_page = min(cap, max(1, int(request.query.get("per_page", str(default)))))
         page = max(1, int(request.query.get("page", "1")))
     except ValueError as exc:
         raise HttpError(400, "invalid pagination parameter") from exc

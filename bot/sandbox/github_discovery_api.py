@@ -7,13 +7,20 @@ match any of them; a query longer than 256 characters is refused with 422; the a
 minute in a bucket of its own (`forge_server.SearchLimit`: every answer carries the search
 bucket's headers, the 31st search of a window is answered 403).
 
-Notifications (docs.github.com/rest/activity/notifications): threads where the user was
-mentioned carry reason `mention`; `participating=true` keeps only those the user takes part in;
-`since` filters by `updated_at`; the answer carries `Last-Modified` and a request whose
-`If-Modified-Since` is not older gets 304 (a notification that arrives within the second of a
-Last-Modified already sent is dated the next second, so that the list's date moves on);
-`PATCH /notifications/threads/{id}` marks one read.
-Installation tokens of GitHub Apps get 403 here ("Resource not accessible by integration").
+Notifications (docs.github.com/rest/activity/notifications): one thread per issue or pull
+request and user (`bot/sandbox/mentions.py` keeps them); threads where the user was mentioned
+carry reason `mention`; `participating=true` keeps only those the user takes part in; `all=true`
+lists the read ones too (default: unread only); `since` keeps those "last updated after the given
+time" and `before` those updated before it (OpenAPI parameters `since`, `before`). The list is
+newest first, 50 a page at most and by default (OpenAPI: `per_page` "max 50", default 50), with
+`Link` headers on this host. Every answer carries `Last-Modified` and `X-Poll-Interval`
+(`ForgeServer.notifications_poll_interval`, 60 as in GitHub's example: "Please obey the
+header"); a request whose `If-Modified-Since` is not older gets 304, with both headers (the
+documented example) (a notification that arrives within the second of a Last-Modified already
+sent is dated the next second, so that the list's date moves on).
+`PATCH /notifications/threads/{id}` marks one read and answers 205 (OpenAPI "Reset Content"),
+setting `last_read_at`. Installation tokens of GitHub Apps get 403 here ("Resource not
+accessible by integration").
 
 Labels (docs.github.com/rest/issues/labels#create-a-label): 201, or 422 with code
 `already_exists`.
@@ -46,6 +53,7 @@ class SNotification:
     reason: str
     updated_at: datetime
     unread: bool = True
+    last_read_at: datetime | None = None
 
 
 def parse_query(query: str) -> dict[str, list[str]]:
@@ -105,29 +113,29 @@ def routes(server: ForgeServer) -> list[Route]:
         if server.github_app is not None and server.github_app.is_installation(req):
             raise HttpError(403, "Resource not accessible by integration")
         notes = server.notifications.get(req.user.login, [])
-        participating = req.query.get("participating") == "true"
-        since = req.query.get("since")
-        chosen = [
-            n
-            for n in sorted(notes, key=lambda n: n.updated_at, reverse=True)
-            if n.unread
-            and (not participating or n.reason in ("mention", "author", "comment", "assign"))
-            and (not since or n.updated_at >= _parse(since))
-        ]
         newest = max((n.updated_at for n in notes), default=datetime.fromtimestamp(0, UTC))
         server.notifications_served[req.user.login] = newest
-        modified = format_datetime(newest, usegmt=True)
+        headers = {
+            "Last-Modified": format_datetime(newest, usegmt=True),
+            "X-Poll-Interval": str(server.notifications_poll_interval),
+        }
         asked = req.headers.get("If-Modified-Since")
         if asked and parsedate_to_datetime(asked) >= newest:
-            return Response(304, None, {"Last-Modified": modified})
-        body = [notification_json(req.base_url, n) for n in chosen]
-        return Response(body=body, headers={"Last-Modified": modified, "X-Poll-Interval": "60"})
+            return Response(304, None, headers)
+        chosen = [
+            notification_json(req.base_url, n)
+            for n in sorted(notes, key=lambda n: (n.updated_at, n.id), reverse=True)
+            if _listed(req, n)
+        ]
+        page, links = paginate(req, chosen, default=50, cap=50)
+        return Response(body=page, headers={**headers, **links})
 
     def mark_read(req: Request, m: re.Match[str]) -> Response:
         assert req.user is not None
         for note in server.notifications.get(req.user.login, []):
             if note.id == int(m["id"]):
                 note.unread = False
+                note.last_read_at = world.clock()
                 return Response(205, None)
         raise HttpError(404, "Not Found")
 
@@ -154,6 +162,18 @@ def routes(server: ForgeServer) -> list[Route]:
     return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]
 
 
+def _listed(req: Request, note: SNotification) -> bool:
+    if not note.unread and req.query.get("all") != "true":
+        return False
+    participating = ("mention", "author", "comment", "assign")
+    if req.query.get("participating") == "true" and note.reason not in participating:
+        return False
+    since, before = req.query.get("since"), req.query.get("before")
+    if since and note.updated_at <= _parse(since):
+        return False
+    return not (before and note.updated_at >= _parse(before))
+
+
 def _parse(value: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -177,8 +197,12 @@ def notification_json(base: str, note: SNotification) -> dict[str, Any]:
         },
         "reason": note.reason,
         "unread": note.unread,
-        "updated_at": note.updated_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "last_read_at": None,
+        "updated_at": _stamp(note.updated_at),
+        "last_read_at": _stamp(note.last_read_at) if note.last_read_at else None,
         "url": f"{base}/notifications/threads/{note.id}",
         "subscription_url": f"{base}/notifications/threads/{note.id}/subscription",
     }
+
+
+def _stamp(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

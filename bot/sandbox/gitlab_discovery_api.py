@@ -6,7 +6,10 @@ merge requests") cover the group's subgroups and take the same filters as a proj
 take `scope` (`created_by_me` by default, `assigned_to_me`, `all`). Every item carries
 `references.full` (`group/project#iid`, `!iid` for merge requests).
 
-To-Do items (docs.gitlab.com/api/todos): `GET /todos?action=mentioned` lists pending ones,
+To-Do items (docs.gitlab.com/api/todos): `GET /todos` lists the pending ones (`state`), filtered
+by `action`, `type` (Issue, MergeRequest) and `project_id`, newest first (`TodosFinder#sort`
+defaults to `id_desc`, app/finders/todos_finder.rb), paginated as every GitLab list (20 a page
+by default, 100 at most, `Link` and `X-Next-Page`: docs.gitlab.com/api/rest, "Pagination");
 `POST /todos/:id/mark_as_done` answers with the item.
 
 Labels (docs.gitlab.com/api/labels, "Create a new label"): 201, or 409 `Label already exists`.
@@ -99,10 +102,15 @@ def routes(server: ForgeServer) -> list[Route]:
         assert req.user is not None
         action = req.query.get("action")
         state = req.query.get("state", "pending")
+        kind = req.query.get("type")
+        project = req.query.get("project_id")
         items = [
             todo_json(req.base_url, t)
-            for t in reversed(server.todos.get(req.user.login, []))
-            if t.state == state and (action is None or t.action == action)
+            for t in sorted(server.todos.get(req.user.login, []), key=lambda t: -t.id)
+            if t.state == state
+            and (action is None or t.action == action)
+            and (kind is None or kind == ("MergeRequest" if t.thread.kind == "mr" else "Issue"))
+            and (project is None or project == str(t.repo.id))
         ]
         return Response(body=items, paginate=True)
 

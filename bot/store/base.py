@@ -152,6 +152,17 @@ class Store(Protocol):
 
     def deliveries(self) -> DeliveryMemory: ...
 
+    # -- discovery ----------------------------------------------------------------------------
+
+    def discovery_cursor(self, name: str) -> str | None:
+        """What `save_discovery_cursor(name, ...)` last saved (None: never). With several
+        daemons only the one leading a source's discovery reads and writes its cursors."""
+        ...
+
+    def save_discovery_cursor(self, name: str, value: str) -> None:
+        """Keep `value` under `name`, durably, replacing what was there."""
+        ...
+
     # -- shared work (postgres; the files backend never queues) --------------------------------
 
     def lead(self, role: str, seconds: float) -> bool:

@@ -11,11 +11,13 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from bot.forge.types import TaskKey
 from bot.state import (
     Conversation,
     DaemonLock,
+    StateError,
     StateStore,
     TaskState,
     atomic_write,
@@ -123,6 +125,24 @@ class FileStore(StateStore):
         if self._deliveries is None:
             self._deliveries = SeenDeliveries(self.root / "webhooks" / "seen-deliveries")
         return self._deliveries
+
+    def discovery_cursor(self, name: str) -> str | None:
+        path = self._cursor_path(name)
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StateError(f"cannot read {path}: {exc}") from None
+
+    def save_discovery_cursor(self, name: str, value: str) -> None:
+        path = self._cursor_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, value.encode("utf-8"))
+
+    def _cursor_path(self, name: str) -> Path:
+        # One file per cursor, named by the cursor's name (escaped: names hold ':' and '/').
+        return self.root / "discovery" / quote(name, safe="")
 
     def lead(self, role: str, seconds: float) -> bool:
         return True  # the only daemon

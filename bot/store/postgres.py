@@ -19,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bot.forge.types import TaskKey
 from bot.state import LeaseLost, StateError, TaskState, Unreadable, now_iso
-from bot.store import pg_conversation, pg_queue, pg_tasks, schema
+from bot.store import pg_conversation, pg_cursors, pg_queue, pg_tasks, schema
 from bot.store.base import DeliveryMemory, Holder, Lease, QueuedJob, Store, StoreIndex
 from bot.store.pg_conversation import PgConversation
 from bot.store.pg_lease import LIVE, PgLease, held
@@ -161,6 +161,14 @@ class PostgresStore:
         if self._deliveries is None:
             self._deliveries = pg_queue.PgDeliveries(self._pool)
         return self._deliveries
+
+    # -- discovery ----------------------------------------------------------------------------
+
+    def discovery_cursor(self, name: str) -> str | None:
+        return pg_cursors.read(self._pool, name)
+
+    def save_discovery_cursor(self, name: str, value: str) -> None:
+        pg_cursors.save(self._pool, name, value)
 
     # -- shared work --------------------------------------------------------------------------
 
