@@ -24,7 +24,7 @@ _TOKEN_SHAPES = re.compile(
     r"|sk-[A-Za-z0-9_\-]{20,}|(?i:bearer|token)\s+[A-Za-z0-9_\-.=]{16,})"
 )
 REDACTED = "[REDACTED]"
-# httpx2: the openai SDK's HTTP client, which logs every request at info.
+# httpx2/httpcore2: the openai SDK's HTTP client, which logs every request at info.
 _QUIET_LIBRARIES = (
     "urllib3",
     "github",
@@ -34,6 +34,7 @@ _QUIET_LIBRARIES = (
     "httpx",
     "httpx2",
     "httpcore",
+    "httpcore2",
 )
 
 

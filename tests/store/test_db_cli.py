@@ -160,5 +160,6 @@ def test_readers_of_a_database_without_the_schema_name_the_fix(
     ):
         code, out, err = run(capsys, *argv, "-c", cfg)
         assert code == 2, argv
-        assert "schema is version 0, this bot needs 1: run `bot db migrate -c" in err, argv
+        needs = f"schema is version 0, this bot needs {schema.latest()}: run `bot db migrate -c"
+        assert needs in err, argv
         assert "does not exist" not in out + err, argv  # not the raw SQL error
