@@ -124,3 +124,93 @@ def test_a_command_cannot_write_past_the_disk_limit_into_dev(copies: Path, snaps
         work.remove()
     held_mb = int(text(result).strip().splitlines()[-1])
     assert held_mb <= 64 + 4, f"/dev holds {held_mb} MB with jail.disk_mb = 64"
+
+
+# -- promise 4: internal notes stay internal everywhere ---------------------------------------
+
+SECRET = "Customer ACME pays 40k a year and says they will leave in March"
+
+
+@pytest.mark.parametrize("platform", ["gitlab"])
+@pytest.mark.parametrize("change", ["edited", "deleted, then the daemon restarts"])
+def test_an_internal_note_the_model_has_read_stays_withheld_after_it_is_edited_or_deleted(
+    rig: Rig, change: str
+) -> None:
+    """`InternalNotes` keeps only each note's current text (`texts[comment.id] = body`), in
+    memory. The model read the note's first version (it is in the persisted conversation);
+    once the note is edited (its author removes the figure) or deleted and the daemon
+    restarts, that version is no longer withheld, and the bot publishes it."""
+    thread = rig.issue(title="Say hello", body="src/app.py should print hello instead of hi.")
+    note = rig.forge.world.add_internal_note(REPO, thread.number, SECRET, kind="issue")
+    first = {"done": False}
+
+    def policy(request: dict[str, Any]) -> dict[str, Any]:
+        seen = count_tool_results(request)
+        if seen == 0:
+            assert SECRET in str(request["messages"])  # the model has read it
+            if change == "edited":
+                rig.forge.world.edit_comment(note.id, "Customer details removed, see CRM.")
+            else:
+                rig.forge.world.delete_comment(note.id)
+            return call("update_plan", items=[{"text": "Greet with hello"}])
+        if change != "edited" and not first["done"]:
+            first["done"] = True
+            rig.stop.set()  # the daemon stops here; the task resumes in the next process
+            return call("update_plan", items=[{"text": "Greet with hello", "done": True}])
+        return call("finish", summary=f"Printed hello. FYI: {SECRET}.")
+
+    rig.model.policy = policy
+    rig.run_once()
+    if change != "edited":
+        rig.stop.clear()
+        rig.run_once()
+    published = [c.body for c in thread.comments if not c.internal]
+    assert any("Printed hello" in body for body in published), published
+    assert not any("acme pays 40k" in body.lower() for body in published), published
+
+
+# Latin letters and their Cyrillic look-alikes (Unicode's confusables.txt); NFKC keeps them apart.
+CYRILLIC = str.maketrans("aceopxyACEHKMOPTX", "асеорхуАСЕНКМОРТХ")
+
+
+@pytest.mark.parametrize("platform", ["gitlab"])
+def test_an_internal_note_in_cyrillic_look_alikes_is_withheld(rig: Rig) -> None:
+    """The filter folds compatibility forms (NFKD) and case, not confusables: the note with
+    its Latin letters swapped for Cyrillic look-alikes reads the same to every reader and is
+    published whole in the final comment and the request's description."""
+    thread = rig.issue(title="Say hello", body="src/app.py should print hello instead of hi.")
+    rig.forge.world.add_internal_note(REPO, thread.number, SECRET, kind="issue")
+    disguised = SECRET.translate(CYRILLIC)
+    assert disguised != SECRET
+    rig.model.policy = scripted(
+        call("edit_file", path="src/app.py", old="print('hi')", new="print('hello')"),
+        call("finish", summary=f"Printed hello. Note: {disguised}."),
+    )
+    rig.run_once()
+    final = rig.bot_comments(thread)[-1]
+    assert final.startswith("Printed hello.")
+    assert disguised not in final
+
+
+@pytest.mark.parametrize("platform", ["gitlab"])
+def test_an_internal_note_split_between_a_files_name_and_its_content_is_refused(
+    rig: Rig,
+) -> None:
+    """`carrying_internal` looks for a run of 24 letters in the path and in the content
+    separately (`_carries`); a 30-letter note cut in two, half the file's name and half its
+    text, is in neither, and the file is committed and published."""
+    thread = rig.issue(title="Say hello", body="src/app.py should print hello instead of hi.")
+    note = "ACME pays 40k and will leave in March"  # 30 letters and digits
+    rig.forge.world.add_internal_note(REPO, thread.number, note, kind="issue")
+    rig.model.policy = scripted(
+        call("write_file", path="docs/acme-pays-40k-and.md", content="will leave in March\n"),
+        call("finish", summary="Wrote it down."),
+    )
+    rig.run_once()
+    repo = rig.forge.world.repo("gitlab", REPO)
+    published = [
+        f"{path}\n{data.decode()}"
+        for commit in repo.commits.values()
+        for path, data in commit.files.items()
+    ]
+    assert not any("docs/acme-pays-40k-and.md\nwill leave in March" in t for t in published)
