@@ -12,9 +12,15 @@ from typing import Any
 
 import pytest
 
+from bot.agent.publish import publish
+from bot.agent.snapshot import snapshot as take_snapshot
+from bot.agent.workspace import Workspace
+from bot.config import AgentSettings
+from bot.forge.types import TaskKey
 from bot.jail import Jail
 from bot.sandbox.llm_server import count_tool_results
-from tests.conftest import REPO
+from bot.state import TaskState
+from tests.conftest import REPO, ForgeFactory
 from tests.jail.test_jail import MIB, small_limits, snapshot, text
 from tests.rig import Rig
 
@@ -259,3 +265,38 @@ def test_an_outsiders_fork_request_from_a_branch_named_like_the_bots_is_not_take
     assert len(ours) == 1  # the bot's branch got its own request
     url = rig.state(thread).change_request_url
     assert url is not None and not url.endswith(f"/{section}/{evil.number}")
+
+
+@pytest.mark.parametrize("fork_branch", ["main", "patch-1"])
+def test_a_legacy_state_of_a_fork_request_never_pushes_to_the_upstream_branch_of_that_name(
+    server: Any, make_forge: ForgeFactory, platform: str, tmp_path: Path, fork_branch: str
+) -> None:
+    """A state saved before destinations were recorded (`branch_kind` None) whose branch is
+    the request's head branch is read as `OWN_BRANCH` by `destination._legacy_kind`, in the
+    task's own repository, whatever `head_repo` says: for a fork's request from
+    `bob/app:main` (or `patch-1`, where the old code pushed the fork's commits upstream) the
+    bot commits to the *upstream* branch of that name, a branch that is not its own."""
+    world = server.world
+    files = {"src/app.py": "print('hi')  # lint\n"}
+    thread = world.add_fork_request(platform, REPO, author="bob", files=files, branch=fork_branch)
+    if fork_branch != "main":  # the old code's push: the branch exists upstream too
+        world.repo(platform, REPO).branches[fork_branch] = world.repo(platform, REPO).branches[
+            "main"
+        ]
+    forge = make_forge()
+    kind = "#" if platform == "github" else "!"
+    key = TaskKey.parse(f"{platform}:{REPO}{kind}{thread.number}{'p' if kind == '#' else ''}")
+    changes: dict[str, str | None] = {"README.md": "# app\n\nRun it with python.\n"}
+    state = TaskState(
+        key=str(key),
+        base_sha=thread.head_sha,
+        base_branch="main",
+        changes=changes,
+        branch=fork_branch,  # legacy: no branch_kind, no branch_repo
+    )
+    cache = tmp_path / "cache"
+    workspace = Workspace(take_snapshot(forge, REPO, thread.head_sha, cache), changes)
+    settings = AgentSettings(push_to_existing_branches=True)
+    before = dict(world.repo(platform, REPO).branches)
+    publish(forge, forge.get_thread(key), state, workspace, settings, lambda: None, "Fixed.")
+    assert world.repo(platform, REPO).branches == before
