@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -344,3 +346,49 @@ def test_what_a_forks_command_writes_into_a_file_is_still_quoted_when_the_model_
         assert shown, content
         assert all(line.startswith(("> ", "> +")) for line in shown), content
         assert UNTRUSTED_MARK in content, content
+
+
+# -- invariant 9: paused, stopped, closed: no side effect -------------------------------------
+
+SLOW_CHECK = "sleep 3.0137"  # distinctive: the test finds it in /proc while it runs
+
+
+def _when_running(needle: str, then: Any) -> threading.Thread:
+    """Calls `then` once a process whose command line carries `needle` is running."""
+
+    def watch() -> None:
+        for _ in range(3000):
+            for proc in Path("/proc").iterdir():
+                try:
+                    cmdline = (proc / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if needle.encode() in cmdline and b"bwrap" not in cmdline:
+                    then()
+                    return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_stop_that_arrives_while_the_checks_run_publishes_nothing(rig: Rig) -> None:
+    """After the last safe point the final answer waits for the checks (each up to
+    `timeout_seconds`); `_loop` then goes straight to `finish`: a writer's `/bot stop` given
+    while the checks run is never looked at, and the branch, the request and the final
+    comment are published, labelled done."""
+    thread = rig.issue(title="Say hello", body="src/app.py should print hello instead of hi.")
+    rig.extra_config = JAIL.replace('checks: ["sh ci/check.sh"]', f'checks: ["{SLOW_CHECK}"]')
+    rig.model.policy = scripted(
+        call("edit_file", path="src/app.py", old="print('hi')", new="print('hello')"),
+        call("finish", summary="Printed hello."),
+    )
+    watcher = _when_running(SLOW_CHECK, lambda: rig.comment(thread, "/bot stop"))
+    rig.run_once()
+    watcher.join(timeout=1)
+    assert any(c.body == "/bot stop" for c in thread.comments)  # it came during the checks
+    repo = rig.forge.world.repo(rig.platform, REPO)
+    assert list(repo.branches) == ["main"], repo.branches
+    assert all(t.change is None for t in repo.threads.values())
+    assert "coding agent done" not in thread.labels, thread.labels
