@@ -97,8 +97,12 @@ def test_a_forks_check_output_does_not_come_back_unquoted_as_the_previous_runs_s
         if m["role"] == "user" and "Look again please." in str(m["content"])
     )
     shown = lines_with(opening, INJECTION)
-    assert shown, opening  # the previous run's answer is there...
-    assert all(line.startswith("> ") for line in shown), shown  # ...but only quoted
+    # The check report is not kept as the run's answer; whatever the previous answer carries
+    # is quoted under the mark, as work done over untrusted code.
+    assert all(line.startswith("> ") for line in shown), shown
+    heading = next(line for line in opening.splitlines() if "Previous run's summary" in line)
+    assert "untrusted: no write access" in heading
+    assert "> Tidied." in opening.splitlines()
 
 
 # -- promise 5: the jail's writes are bounded in total ----------------------------------------
