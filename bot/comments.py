@@ -79,10 +79,13 @@ class CommentDetectionManager:
         trust: Trust,
         conversation: ConversationLog,
         shorten: Callable[[str], str] = lambda text: text,
+        on_internal: Callable[[str], None] | None = None,
     ) -> None:
         # `shorten` caps one comment's text (a 1 MB comment must not push everything else
-        # out of the model's window); the cut says how much was left out.
+        # out of the model's window); the cut says how much was left out. `on_internal` hears
+        # every internal note version delivered (what the bot must never publish).
         self.shorten = shorten
+        self.on_internal = on_internal
         self.forge = forge
         self.key = key
         self.identity = identity
@@ -192,8 +195,19 @@ class CommentDetectionManager:
             "comments": [_ref(c.comment) for c in comments],
             **entry,
         }
+        internal = self.internal_texts(shown)
+        if internal:
+            record["internal_texts"] = internal  # a restart knows what the model was shown
         self.conversation.append(record)
         self.mark_seen(comments)
+
+    def internal_texts(self, shown: Iterable[NewComment]) -> list[str]:
+        """The internal notes among `shown`, each told to `on_internal`."""
+        texts = [c.comment.body for c in shown if c.comment.internal]
+        for text in texts:
+            if self.on_internal is not None:
+                self.on_internal(text)
+        return texts
 
     def mark_seen(self, comments: Iterable[NewComment]) -> None:
         """Settled: delivered or deliberately skipped (callers record which, first)."""

@@ -18,9 +18,16 @@ control, format and unassigned characters (category C: zero-width spaces and joi
 hyphens, bidi controls, U+FEFF, tags). A second reading drops HTML tags and comments too,
 since `Cust<span></span>omer` renders as one word. A run is `MIN_RUN` letters or digits.
 
-Not covered: look-alike letters of other scripts (Cyrillic U+0430 for Latin "a"), a note spread
-over several posts or files in pieces shorter than a run, and any encoding (base64, spelling
-out, translation): the filter catches copies, not a model set on smuggling text out.
+Look-alike letters of other scripts (Cyrillic U+0430 for Latin "a", Greek omicron for "o")
+count as the Latin letter they imitate: Unicode's confusables (UTS #39), as the
+`confusable_homoglyphs` package ships them. A file's name and its content are read as one
+text, so a note split between the two is found too; every version of a note the bot has read
+counts, also after it is edited or deleted (the versions delivered to the model are recorded in
+the conversation, so a restart knows them).
+
+Not covered: a note spread over several posts or files in pieces shorter than a run, ASCII
+look-alikes of each other (`l` and `1`, `O` and `0`), and any encoding (base64, spelling out,
+translation): the filter catches copies, not a model set on smuggling text out.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from pathlib import PurePosixPath
+
+from confusable_homoglyphs.confusables import confusables_data
 
 from bot.forge.base import Forge
 from bot.forge.types import Platform, TaskKey
@@ -54,12 +64,31 @@ _FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 @lru_cache(maxsize=8192)
 def _fold(char: str) -> str:
     """What one character counts as: its letters and digits after compatibility
-    decomposition and case folding; "" for everything else."""
+    decomposition, case folding and the look-alike map; "" for everything else."""
     if char.isascii():
         return char.lower() if char.isalnum() else ""
     # Folding the case can undo a decomposition (U+0130 gives "i" + a combining dot): again.
     folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", char).casefold())
-    return "".join(c for c in folded if unicodedata.category(c)[0] in "LN" and c not in _FILLERS)
+    kept = (c for c in folded if unicodedata.category(c)[0] in "LN" and c not in _FILLERS)
+    return "".join(_latin().get(c, c) for c in kept)
+
+
+@lru_cache(maxsize=1)
+def _latin() -> dict[str, str]:
+    """Non-ASCII letters and digits that look like an ASCII letter or digit: that one, lower
+    case (from Unicode's confusables, both directions of each pair the package lists)."""
+    table: dict[str, str] = {}
+    for char, glyphs in confusables_data.items():
+        for glyph in glyphs:
+            other = str(glyph.get("c", ""))
+            for source, target in ((char, other), (other, char)):
+                if len(source) == 1 and not source.isascii() and _ascii_alnum(target):
+                    table.setdefault(source, target.lower())
+    return table
+
+
+def _ascii_alnum(text: str) -> bool:
+    return len(text) == 1 and text.isascii() and text.isalnum()
 
 
 @dataclass(frozen=True)
@@ -211,7 +240,12 @@ def carrying_internal(
 
 
 def _carries(runs: Runs, path: str, content: str | None) -> bool:
-    return content is not None and (runs.found(path) or runs.found(content))
+    """A file's name and content read as one text, with and without the name's extension
+    (which stands between them): a note split between name and content is found."""
+    if content is None:
+        return False
+    stem = str(PurePosixPath(path).with_suffix("")) if PurePosixPath(path).suffix else path
+    return any(runs.found(f"{name}\n{content}") for name in {path, stem})
 
 
 def refusal(paths: list[str], secrets: Iterable[str]) -> str:
@@ -227,15 +261,20 @@ def refusal(paths: list[str], secrets: Iterable[str]) -> str:
 
 
 class InternalNotes:
-    """A thread's internal notes, kept current with a cursor of their own: the first check after
-    a start reads the whole thread, later ones only what changed. Memory only: a restart
-    reads again, so nothing depends on a saved state."""
+    """Every version of a thread's internal notes the bot has read, kept current with a cursor
+    of its own: the first check after a start reads the whole thread, later ones only what
+    changed. A version the model was shown stays withheld after the note is edited or deleted:
+    `remember` takes what the comment detector delivers, and `known` (from the conversation,
+    where deliveries are recorded) seeds a new process with what earlier ones delivered."""
 
-    def __init__(self, forge: Forge, key: TaskKey) -> None:
+    def __init__(self, forge: Forge, key: TaskKey, known: Iterable[str] = ()) -> None:
         self.forge = forge
         self.key = key
-        self.texts: dict[str, str] = {}
+        self.texts: set[str] = set(known)
         self.since: datetime | None = None
+
+    def remember(self, text: str) -> None:
+        self.texts.add(text)
 
     def current(self) -> list[str]:
         if self.key.platform is Platform.GITHUB:
@@ -243,11 +282,11 @@ class InternalNotes:
         comments = self.forge.list_comments(self.key, since=self.since)
         for comment in comments:
             if comment.internal:
-                self.texts[comment.id] = comment.body
+                self.texts.add(comment.body)
         if comments:
             newest = max(c.updated_at for c in comments)
             self.since = newest if self.since is None else max(self.since, newest)
-        return list(self.texts.values())
+        return sorted(self.texts)
 
     def withhold(self, text: str) -> str:
         return withhold(text, self.current())

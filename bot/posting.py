@@ -24,13 +24,21 @@ def marker(key: TaskKey, seq: int) -> str:
 
 
 class Poster:
-    def __init__(self, forge: Forge, key: TaskKey, bot_login: str, store: Store, state: TaskState):
+    def __init__(
+        self,
+        forge: Forge,
+        key: TaskKey,
+        bot_login: str,
+        store: Store,
+        state: TaskState,
+        internal: InternalNotes | None = None,
+    ):
         self.forge = forge
         self.key = key
         self.bot_login = bot_login
         self.store = store
         self.state = state
-        self.internal = InternalNotes(forge, key)
+        self.internal = internal or InternalNotes(forge, key)
 
     def withhold(self, text: str) -> str:
         """`text` without anything quoted from the thread's internal notes: for public posts."""

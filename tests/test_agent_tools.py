@@ -31,7 +31,9 @@ def box(tmp_path: Path) -> tuple[Toolbox, dict[str, str | None]]:
     (root / "README.md").write_text("# App\n" + "more\n" * 2000)
     changes: dict[str, str | None] = {}
     workspace = Workspace(root, changes)
-    return Toolbox([finish_tool(), *repo_tools(workspace, TokenCounter(), 300)]), changes
+    return Toolbox(
+        [finish_tool(), *repo_tools(workspace, TokenCounter(), 300, trusted=True)]
+    ), changes
 
 
 def run(box: Toolbox, name: str, **arguments: object) -> str:
@@ -111,7 +113,7 @@ def test_search_groups_by_file_dedupes_and_keeps_fences_whole(tmp_path: Path) ->
     root.mkdir()
     (root / "a.md").write_text("```python\nx = 1\n```\nx = 1\nx = 1\n")
     (root / "b.py").write_text("x = 1\n")
-    toolbox = Toolbox(repo_tools(Workspace(root, {}), TokenCounter(), 2000))
+    toolbox = Toolbox(repo_tools(Workspace(root, {}), TokenCounter(), 2000, trusted=True))
     result = run(toolbox, "search_code", pattern=r"x = 1|```")
     assert result.startswith("4 matching lines in 2 files")
     a_block = result.split("a.md\n", 1)[1].split("\n\nb.py")[0]

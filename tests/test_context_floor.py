@@ -67,7 +67,7 @@ def system_and_tools(workspace: Workspace) -> int:
     )
     tools = [finish_tool(), post_comment_tool(lambda b, c: ""), read_comments_tool(lambda n: "")]
     tools.append(plan_tool(None, None, None, lambda: None))  # type: ignore[arg-type]
-    tools += repo_tools(workspace, COUNTER, 2000)
+    tools += repo_tools(workspace, COUNTER, 2000, trusted=True)
     specs = [s.openai() for s in Toolbox(tools).specs()]
     return COUNTER.count(system) + COUNTER.tools(specs)
 

@@ -36,7 +36,7 @@ ALLOWED = ["src/app.py", ".github/ISSUE_TEMPLATE/bug.md", "ci/workflows/x.yml", 
 
 
 def toolbox(root: Path, guard: PathGuard, changes: dict[str, str | None]) -> Toolbox:
-    return Toolbox(repo_tools(Workspace(root, changes, guard), TokenCounter(), 500))
+    return Toolbox(repo_tools(Workspace(root, changes, guard), TokenCounter(), 500, trusted=True))
 
 
 def run(box: Toolbox, name: str, **arguments: object) -> ToolResult:
@@ -86,7 +86,7 @@ def test_other_paths_are_written(snap: Path, path: str) -> None:
 
 def test_a_workspace_without_a_guard_still_protects_ci(snap: Path) -> None:
     changes: dict[str, str | None] = {}
-    box = Toolbox(repo_tools(Workspace(snap, changes), TokenCounter(), 500))
+    box = Toolbox(repo_tools(Workspace(snap, changes), TokenCounter(), 500, trusted=True))
     assert not run(box, "write_file", path=".gitlab-ci.yml", content="x").ok
 
 

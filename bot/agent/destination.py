@@ -98,6 +98,9 @@ def why_patch(thread: Thread, settings: AgentSettings) -> str:
 
 
 def _legacy_kind(thread: Thread, state: TaskState) -> Where:
-    """States saved before destinations were recorded: the request's own branch or a new one."""
-    own = thread.key.kind is not Kind.ISSUE and state.branch == thread.head_ref
+    """States saved before destinations were recorded: the request's own branch or a new one.
+    Only a request from this repository has its own branch here: a fork's branch of the same
+    name (`main`, or one the old code pushed upstream) is not the bot's to push to."""
+    same_repo = thread.head_repo == thread.key.repo
+    own = thread.key.kind is not Kind.ISSUE and same_repo and state.branch == thread.head_ref
     return Where.OWN_BRANCH if own else Where.NEW_BRANCH

@@ -22,12 +22,16 @@ def finish(
     answer: str,
     *,
     outside: bool,
+    report: str = "",
 ) -> Outcome:
     """Branch, commit and draft request first (each looked up before it is made), then the
-    final comment carrying the answer and where the work went; status done, labels last.
-    `outside`: the request's head may carry commits by people without write access."""
+    final comment carrying the answer, the checks' `report` and where the work went; status
+    done, labels last. `outside`: the request's head may carry commits by people without write
+    access. The report holds what the checks printed: it is not kept as the run's answer, which
+    the next run is shown as its previous summary."""
     answer = lifecycle.poster.withhold(answer)  # it goes into the request and commit too
     lifecycle.state.final_answer = answer
+    answer += lifecycle.poster.withhold(report)
     # Files are published whole, so one carrying an internal note's text is not published.
     refused = lifecycle.poster.internal.refusal(lifecycle.state.changes, workspace.snapshot_bytes)
     if refused is not None:

@@ -15,6 +15,7 @@ from pydantic import Field
 from bot.agent.tools import Args, Tool, ToolResult
 from bot.agent.workspace import Workspace, WorkspaceError, is_binary
 from bot.context.budget import fence_for, truncate
+from bot.context.render import UNTRUSTED_FILES, framed
 from bot.context.tokens import TokenCounter
 from bot.llm.base import ToolCall
 
@@ -60,15 +61,25 @@ class EditFileArgs(Args):
 A = TypeVar("A", bound=Args)
 
 
-def repo_tools(workspace: Workspace, counter: TokenCounter, budget: int) -> list[Tool]:
-    """`budget`: the most tokens one tool result may take."""
+def repo_tools(
+    workspace: Workspace, counter: TokenCounter, budget: int, *, trusted: bool
+) -> list[Tool]:
+    """`budget`: the most tokens one tool result may take. `trusted`: whether the repository
+    is trusted code; when it is not (a request's head by an author without write access),
+    what the reading tools show of it is quoted under the untrusted mark (DESIGN invariant 14:
+    a file its code wrote is what it printed, by another way)."""
 
-    def guarded(fn: Callable[[Workspace, A], str]) -> Callable[[A, ToolCall], ToolResult]:
+    def guarded(
+        fn: Callable[[Workspace, A], str], reads: bool = False
+    ) -> Callable[[A, ToolCall], ToolResult]:
         def run(args: A, _call: ToolCall) -> ToolResult:
             try:
-                return ToolResult(truncate(fn(workspace, args), budget, counter))
+                text = fn(workspace, args)
             except WorkspaceError as exc:
                 return ToolResult(str(exc), ok=False)
+            if reads and not trusted:
+                text = framed(UNTRUSTED_FILES, text)
+            return ToolResult(truncate(text, budget, counter))
 
         return run
 
@@ -77,14 +88,19 @@ def repo_tools(workspace: Workspace, counter: TokenCounter, budget: int) -> list
             "list_files",
             "List files with sizes under a directory.",
             ListFilesArgs,
-            guarded(list_files),
+            guarded(list_files, reads=True),
         ),
-        Tool("read_file", "Read a text file with line numbers.", ReadFileArgs, guarded(read_file)),
+        Tool(
+            "read_file",
+            "Read a text file with line numbers.",
+            ReadFileArgs,
+            guarded(read_file, reads=True),
+        ),
         Tool(
             "search_code",
             "Search file contents with a regular expression.",
             SearchCodeArgs,
-            guarded(search_code),
+            guarded(search_code, reads=True),
         ),
         Tool(
             "write_file",

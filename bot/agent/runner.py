@@ -43,6 +43,7 @@ from bot.agent.turn import Turn
 from bot.agent.workbench import read_comments, target_workspace, task_workspace
 from bot.agent.workspace import Workspace
 from bot.comments import CommentDetectionManager, Identity, Trust
+from bot.confidential import InternalNotes
 from bot.config import Settings
 from bot.context.budget import truncate
 from bot.context.engine import initial_context, opening_budget
@@ -141,6 +142,9 @@ class _Run:
         llm = self.settings.llm
         cap = max(256, (llm.context_window - llm.reserve_output_tokens) // 4)
         trust = Trust.from_settings(self.settings.access)
+        # Every internal note version the model was shown, by this process or an earlier one.
+        shown = [t for e in self.conversation.entries() for t in e.get("internal_texts") or []]
+        internal = InternalNotes(self.forge, key, shown)
         self.detector = CommentDetectionManager(
             self.forge,
             key,
@@ -148,9 +152,10 @@ class _Run:
             trust,
             self.conversation,
             shorten=lambda text: truncate(text, cap, deps.counter),
+            on_internal=internal.remember,
         )
         state = TaskState(key=str(key))
-        self.poster = Poster(self.forge, key, deps.identity.login, self.store, state)
+        self.poster = Poster(self.forge, key, deps.identity.login, self.store, state, internal)
         labels = self.settings.labels
         self.life = Lifecycle(self.forge, self.store, key, labels, self.detector, self.poster)
         self.life.adopt(state)
@@ -198,7 +203,8 @@ class _Run:
         ]
         if self._workspace is not None:
             budget = self.settings.agent.tool_result_tokens
-            tools += repo_tools(self._workspace, self.deps.counter, budget)
+            trusted = self._code_trusted()
+            tools += repo_tools(self._workspace, self.deps.counter, budget, trusted=trusted)
             session = self._commands()
             if session is not None:
                 tools.append(run_command_tool(session, self.deps.counter, budget))
@@ -216,9 +222,18 @@ class _Run:
             checks = checks_for(self.settings.jail, self.key.repo, read)
             self.close()
             self._session = CommandSession(
-                self.deps.jail, self._workspace, checks, head_trusted=trusted
+                self.deps.jail, self._workspace, checks, head_trusted=self._code_trusted(thread)
             )
         return self._session
+
+    def _code_trusted(self, thread: Thread | None = None) -> bool:
+        """Whether the pinned commit's code is trusted: an issue works on the default branch
+        (or its own earlier branch); a request's head counts only from a writer (the rule of
+        the instruction files)."""
+        if not self.key.is_change_request:
+            return True
+        thread = thread or self.safe.thread or self.forge.get_thread(self.key)
+        return author_trusted(self.forge, thread, self.detector.trust)
 
     def close(self) -> None:
         """Remove the run's working copy (the jail's), if one was made."""
@@ -360,6 +375,7 @@ class _Run:
                     for c in existing
                 ],
                 "legend": {str(n): cid for n, cid in opening.legend.items()},
+                "internal_texts": self.detector.internal_texts(self.detector.deliverable(talk)),
             }
         )
         self.detector.mark_seen(existing)
@@ -401,14 +417,22 @@ class _Run:
             if report.again:  # failing checks go back to the model for a bounded few turns
                 end = self.turn.take()
                 continue
+            if report.ran:  # checks take minutes: a pause, stop or close meanwhile wins
+                check = self.safe.check()
+                if check.halt is not None:
+                    return check.halt
+                if check.delivered:
+                    end = self.turn.take()
+                    continue
             return finish(
                 self.forge,
                 self.safe.thread,
                 self.life,
                 self.workspace(),
                 self.settings.agent,
-                answer + report.text,
+                answer,
                 outside=self._outside(self.safe.thread),
+                report=report.text,
             )
         return end.halt
 
@@ -434,4 +458,4 @@ class _Run:
             self.conversation.append({"role": "user", "content": request, "kind": "checks"})
             self.life.save()
             return CheckRound(text, again=True)
-        return CheckRound(text)
+        return CheckRound(text, ran=True)

@@ -18,6 +18,7 @@ from bot.comments import NewComment
 from bot.context.budget import close_fences, fence_for, shorten_list, truncate
 from bot.context.plan import Candidate, Choice, ContextPlan, Grain, Reason, plan
 from bot.context.render import (
+    UNTRUSTED_WORK,
     NumberedComment,
     comment_line,
     first_sentence,
@@ -164,12 +165,20 @@ def _thread_candidates(
         )
     ]
     if previous:
+        # Over a head whose author has no write access the previous run worked on untrusted
+        # code, and its summary may carry what that code printed: quoted under the mark.
+        summary, gist = (
+            (previous, first_sentence(previous))
+            if trusted
+            else (quote(previous), quote(first_sentence(previous)))
+        )
+        heading = "## Previous run's summary" + ("" if trusted else f" ({UNTRUSTED_WORK})")
         out.append(
             Candidate(
                 "previous run",
                 "thread",
-                f"## Previous run's summary\n{previous}",
-                first_sentence(previous),
+                f"{heading}\n{summary}",
+                f"{heading}\n{gist}" if not trusted else gist,
                 Reason.LINKED,
                 rank=1,
             )

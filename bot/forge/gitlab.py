@@ -672,7 +672,14 @@ class GitLabForge:
         found = self._call(
             "find_mr", partial(mrs.list, source_branch=branch, state="opened", get_all=True)
         )
-        return _change_request(dict(found[0].attributes)) if found else None
+        # The listing filters on the branch name only and includes requests from forks: a
+        # fork's branch named like ours is not our request (only this project's own counts).
+        ours = [
+            dict(mr.attributes)
+            for mr in found
+            if mr.attributes.get("source_project_id") == mr.attributes.get("target_project_id")
+        ]
+        return _change_request(ours[0]) if ours else None
 
     def open_change_request(
         self, repo: str, branch: str, base: str, title: str, body: str, draft: bool = True

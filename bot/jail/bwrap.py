@@ -64,7 +64,10 @@ def bwrap_argv(
     argv += network  # its /etc/resolv.conf names slirp's DNS forwarder
     for path in read_only:
         argv += ["--ro-bind", str(path), str(path)]
+    # bwrap's /dev is a tmpfs of its own with no size (half the RAM): its device nodes stay
+    # usable, but nothing may be written there; /dev/shm is a bounded tmpfs like /tmp.
     argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--size", str(limits.tmp_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     argv += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     argv += ["--bind", str(work), WORKDIR]
     # The root is bwrap's own tmpfs holding the mount points; nothing may be written there.

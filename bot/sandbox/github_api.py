@@ -928,6 +928,13 @@ def routes(server: ForgeServer) -> list[Route]:
             }
         )
 
+    def head_owner(repo: SRepo, thread: SThread) -> str:
+        """`head` filters "by head user or head organization and branch name in the format
+        of user:ref-name": a fork's request is its owner's, not the base repository's.
+        https://docs.github.com/rest/pulls/pulls#list-pull-requests"""
+        fork = head_repo_of(thread)
+        return (fork.owner if fork is not None else repo.owner).login
+
     def list_pulls(req: Request, m: re.Match[str]) -> Response:
         repo = repo_of(m)
         head = req.query.get("head")
@@ -937,7 +944,7 @@ def routes(server: ForgeServer) -> list[Route]:
             for t in sorted(repo.threads.values(), key=lambda t: -t.number)
             if t.kind == "pull"
             and (state == "all" or t.state == state)
-            and (head is None or head == f"{repo.owner.login}:{t.head_ref}")
+            and (head is None or head == f"{head_owner(repo, t)}:{t.head_ref}")
         ]
         return Response(body=items, paginate=True)
 
@@ -949,7 +956,9 @@ def routes(server: ForgeServer) -> list[Route]:
         if head not in repo.branches or base not in repo.branches or not body.get("title"):
             raise HttpError(422, "Validation Failed")
         if any(
-            t.kind == "pull" and t.state == "open" and t.head_ref == head
+            # The same head means the same repository and branch: a fork's request from a
+            # branch of that name is another head (`owner:ref`).
+            t.kind == "pull" and t.state == "open" and t.head_ref == head and not t.head_repo
             for t in repo.threads.values()
         ):
             raise HttpError(422, f"A pull request already exists for {repo.owner.login}:{head}.")

@@ -544,7 +544,9 @@ def routes(server: ForgeServer) -> list[Route]:
         if source not in repo.branches or target not in repo.branches or not body.get("title"):
             raise HttpError(400, "source_branch, target_branch and title are required")
         if any(
-            t.kind == "mr" and t.state == "open" and t.head_ref == source
+            # Scoped to the source project (MergeRequest#validate_branches, app/models/
+            # merge_request.rb): a fork's request from a branch of that name is another's.
+            t.kind == "mr" and t.state == "open" and t.head_ref == source and not t.head_repo
             for t in repo.threads.values()
         ):
             raise HttpError(409, "Another open merge request already exists for this source branch")
