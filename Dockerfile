@@ -10,6 +10,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY scripts ./scripts
 COPY bot ./bot
+COPY bot_sandbox ./bot_sandbox
 # The same install script as `make` (and so CI) uses.
 RUN sh scripts/install-venv /opt/venv .
 

@@ -21,9 +21,10 @@ else
 endif
 
 lint: venv
-	$(BIN)/ruff check bot tests bench
-	$(BIN)/ruff format --check bot tests bench
-	$(BIN)/mypy --strict bot
+	$(BIN)/ruff check bot bot_sandbox tests bench
+	$(BIN)/ruff format --check bot bot_sandbox tests bench
+	$(BIN)/mypy --strict bot bot_sandbox
+	$(BIN)/lint-imports
 
 system-deps:
 	sh scripts/system-deps

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from bot.config import Settings, parse_settings
-from bot.daemon import Daemon
+from bot.core.config import Settings, parse_settings
 from bot.forge.factory import Source, build_sources
 from bot.llm.factory import build_llm
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer
+from bot.service.daemon import Daemon
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer
 
 TOKEN = "bench-token"
 REPO = "bench/app"

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import requests
 
-from bot import log
-from bot.config import LabelSettings
-from bot.discovery import discover
+from bot.core import log
+from bot.core.config import LabelSettings
 from bot.forge.factory import Source, watched_labels
 from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.world import StepClock, utcnow
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.service.discovery import discover
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.world import StepClock, utcnow
 
 TOKEN = "bench-token"
 LABELS = watched_labels(LabelSettings())  # exactly what the daemon watches
@@ -82,7 +82,7 @@ def full_task(naive: bool) -> tuple[int, int]:
     from bench._harness import daemon, seed, settings
     from bench.naive import NaiveGitHubForge
     from bot.forge.factory import Source
-    from bot.sandbox.llm_server import LLMServer, stepping_policy
+    from bot_sandbox.llm_server import LLMServer, stepping_policy
 
     with (
         ForgeServer() as server,

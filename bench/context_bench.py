@@ -15,12 +15,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.agent.snapshot import cached_trees, snapshot_trees, write_index
-from bot.agent.workspace import Workspace
-from bot.comments import NewComment
 from bot.context.engine import initial_context
 from bot.context.tokens import Estimator, TokenCounter
-from bot.forge.types import Comment, Kind, Permission, Platform, TaskKey, Thread
+from bot.context.trees import cached_trees, snapshot_trees
+from bot.model.thread import Comment, Kind, Permission, Platform, TaskKey, Thread
+from bot.model.trust import NewComment
+from bot.repo.snapshot import write_index
+from bot.repo.workspace import Workspace
 
 EN = "The login page fails when the password contains a space; please check the handler."
 JA = "パスワードに空白が含まれているとログイン画面でエラーになります。処理を確認してください。"

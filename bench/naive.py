@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from bot.forge.github import GitHubForge
-from bot.forge.types import Comment, TaskKey
+from bot.model.thread import Comment, TaskKey
 
 
 class NaiveGitHubForge(GitHubForge):

@@ -22,11 +22,12 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.config import LabelSettings
-from bot.dispatch import plan_jobs
-from bot.forge.types import Platform, TaskKey, TaskSummary
-from bot.state import PlanItem, StateStore, Status, TaskState
-from bot.task_index import TaskIndex
+from bot.core.config import LabelSettings
+from bot.model.state import PlanItem, Status, TaskState
+from bot.model.thread import Platform, TaskKey, TaskSummary
+from bot.service.dispatch import plan_jobs
+from bot.store.task_files import StateStore
+from bot.store.task_index import TaskIndex
 
 RUNNING = 10  # tasks still being worked on, besides the finished ones
 DISCOVERED_FINISHED = 40  # finished threads still open with a watched label

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from bench._harness import REPO, daemon, seed, settings
-from bot import log
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer, stepping_policy
+from bot.core import log
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer, stepping_policy
 
 
 def measure(workers: int, tasks: int) -> float:

@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 from bench._harness import REPO, daemon, seed, settings
-from bot import log
-from bot.config import parse_settings
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer
-from bot.sandbox.webhook_sender import Target, WebhookSender
-from bot.webhooks.factory import build_webhooks
+from bot.core import log
+from bot.core.config import parse_settings
+from bot.service.webhooks.factory import build_webhooks
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer
+from bot_sandbox.webhook_sender import Target, WebhookSender
 
 SECRET = "bench-secret"
 

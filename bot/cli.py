@@ -17,23 +17,23 @@ from pathlib import Path
 
 import yaml
 
-from bot import log as logging_setup
-from bot.config import ConfigError, Runtime, Settings, load_settings, summary
-from bot.context.preview import preview
 from bot.context.tokens import TokenCounter, encoding_for
-from bot.daemon import Daemon
+from bot.core import log as logging_setup
+from bot.core.config import ConfigError, Runtime, Settings, load_settings, summary
+from bot.core.metrics import Metrics
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import build_sources
-from bot.forge.types import TaskKey
-from bot.health import check
 from bot.jail.factory import jail_problem
 from bot.llm.factory import build_llm
-from bot.metrics import Metrics
-from bot.notify import Notifier
-from bot.prune import parse_duration, prune
-from bot.state import DatabaseError, StateError
+from bot.model.thread import TaskKey
+from bot.service.daemon import Daemon
+from bot.service.health import check
+from bot.service.notify import Notifier
+from bot.service.prune import parse_duration, prune
+from bot.service.webhooks.factory import build_webhooks
+from bot.store.errors import DatabaseError, StateError
 from bot.store.factory import build_store
-from bot.webhooks.factory import build_webhooks
+from bot.task.preview import preview
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check-config":
             return _check_config(args.config)
         if args.command == "sandbox":
-            from bot.sandbox.demo import run_demo  # the emulator is never imported in production
+            from bot_sandbox.demo import run_demo  # the emulator is never imported in production
 
             return run_demo(args.state_dir, args.llm_base_url, args.llm_model, args.until_done)
         if args.command == "healthcheck":

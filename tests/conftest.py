@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from bot.config import LabelSettings
+from bot.core.config import LabelSettings
 from bot.forge.base import Forge
 from bot.forge.factory import watched_labels
 from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
 from bot.forge.policy import RequestPolicy
-from bot.sandbox.forge_server import ForgeServer
+from bot_sandbox.forge_server import ForgeServer
 
 # Recognisable fake secrets: the secrets tests grep every output for them.
 BOT_TOKEN = "ghp_FAKEbotTOKEN0123456789abcdefABCDEF"
@@ -86,7 +86,7 @@ def kind_for(platform: str, change_request: bool) -> str:
 
 @pytest.fixture
 def model() -> Iterator[Any]:
-    from bot.sandbox.llm_server import LLMServer
+    from bot_sandbox.llm_server import LLMServer
 
     with LLMServer() as srv:
         yield srv

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer
 from tests.rig import config_text
 
 

@@ -8,17 +8,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.config import Settings, parse_settings
-from bot.daemon import Daemon
+from bot.core.config import Settings, parse_settings
 from bot.forge.factory import build_sources
-from bot.forge.types import Kind, Platform, TaskKey
 from bot.llm.factory import build_llm
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer
-from bot.sandbox.world import SThread
-from bot.state import TaskState
+from bot.model.state import TaskState
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.service.daemon import Daemon
 from bot.store.base import Store
 from bot.store.factory import build_store
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer
+from bot_sandbox.world import SThread
 from tests.conftest import BOT_TOKEN, REPO
 
 

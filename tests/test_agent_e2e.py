@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from bot.context.tokens import TokenCounter
-from bot.sandbox.llm_server import Scripted, count_tool_results
-from bot.state import Status
+from bot.model.state import Status
+from bot_sandbox.llm_server import Scripted, count_tool_results
 from tests.conftest import REPO
 from tests.rig import Rig
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from bot.agent.repo_tools import repo_tools
-from bot.agent.snapshot import COMPLETE, Limits, extract, snapshot
 from bot.agent.tools import Toolbox, finish_tool
-from bot.agent.workspace import Workspace, WorkspaceError
 from bot.context.tokens import TokenCounter
 from bot.llm.base import ToolCall
+from bot.repo.snapshot import COMPLETE, Limits, extract, snapshot
+from bot.repo.workspace import Workspace, WorkspaceError
 
 
 @pytest.fixture

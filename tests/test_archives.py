@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.snapshot import snapshot
 from bot.forge.errors import RateLimited, TransientError
 from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
 from bot.forge.pacing import WindowPacer
-from bot.sandbox.forge_server import ForgeServer
+from bot.repo.snapshot import snapshot
+from bot_sandbox.forge_server import ForgeServer
 from tests.conftest import BOT_TOKEN, LABELS, REPO, fast_policy
 
 FILES = {"README.md": "# app\n", "src/app.py": "print('hi')\n"}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer
 from tests.conftest import BOT_TOKEN, REPO
 
 
@@ -79,7 +79,8 @@ def test_run_once_with_a_bad_token_exits_1_without_leaking_it(
 
 def test_status_lists_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from bot.cli import main
-    from bot.state import StateStore, Status, TaskState
+    from bot.model.state import Status, TaskState
+    from bot.store.task_files import StateStore
 
     config = tmp_path / "c.yaml"
     config.write_text(

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.comments import CommentDetectionManager, Identity, NewComment, Trust
-from bot.forge.types import Comment, Kind, Permission, Platform, TaskKey
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.world import StepClock, SThread
-from bot.state import Conversation
+from bot.model.thread import Comment, Kind, Permission, Platform, TaskKey
+from bot.model.trust import Identity, NewComment, Trust
+from bot.store.task_files import Conversation
+from bot.task.comments import CommentDetectionManager
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.world import StepClock, SThread
 from tests.conftest import REPO, ForgeFactory
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import ForgeServer
+from bot.model.thread import Kind, Platform, TaskKey
+from bot_sandbox.forge_server import ForgeServer
 from tests.conftest import REPO, ForgeFactory
 
 FULL = 100  # the adapter's per_page

@@ -1,5 +1,5 @@
 """The internal-note filter itself: what counts as a copy of a note, where the replacement goes,
-and which files of a changeset carry a note (bot/confidential.py)."""
+and which files of a changeset carry a note (bot/task/confidential.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.confidential import MIN_RUN, SHORTEST, WITHHELD, carrying_internal, refusal, withhold
+from bot.task.confidential import MIN_RUN, SHORTEST, WITHHELD, carrying_internal, refusal, withhold
 
 NOTE = "Customer ACME pays 40k a year and says they will leave in March"
 ZWSP = "\u200b"
@@ -19,7 +19,7 @@ ZWSP = "\u200b"
 
 def letters(text: str) -> str:
     """The test's own reading of a text: letters and digits after NFKD and case folding, marks
-    and invisible characters dropped (written apart from bot/confidential.py on purpose)."""
+    and invisible characters dropped (written apart from bot/task/confidential.py on purpose)."""
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
     return "".join(c for c in decomposed if c.isalnum() and unicodedata.category(c)[0] != "M")
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.cli import main
-from bot.config import (
+from bot.core.config import (
     ConfigError,
     Settings,
     first_error,

@@ -3,17 +3,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.context.budget import (
-    Section,
-    allocate,
-    dedupe,
-    fence_for,
-    keep_ends,
-    shorten_list,
-    truncate,
-)
+from bot.context.budget import Section, allocate, dedupe, keep_ends, shorten_list, truncate
 from bot.context.plan import summary_plan
 from bot.context.tokens import TokenCounter
+from bot.core.markdown import fence_for
 
 COUNTER = TokenCounter()
 TEXT = st.lists(

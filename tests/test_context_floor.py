@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 from bot.agent.plan_tool import plan_tool
 from bot.agent.repo_tools import repo_tools
 from bot.agent.tools import Toolbox, finish_tool, post_comment_tool, read_comments_tool
-from bot.agent.workspace import Workspace
-from bot.comments import NewComment
 from bot.context.engine import initial_context, opening_budget
 from bot.context.plan import Grain
 from bot.context.tokens import TokenCounter
 from bot.context.window import truncate_text
-from bot.forge.types import Comment, Kind, Permission, Platform, TaskKey, Thread
-from bot.prompts import load_prompt
+from bot.core.prompts import load_prompt
+from bot.model.thread import Comment, Kind, Permission, Platform, TaskKey, Thread
+from bot.model.trust import NewComment
+from bot.repo.workspace import Workspace
 from tests.conftest import REPO
 
 COUNTER = TokenCounter()
@@ -66,7 +66,7 @@ def system_and_tools(workspace: Workspace) -> int:
         bot_login="coding-bot", task_ref=f"github:{REPO}#1", repo=REPO, repo_rules="(none)"
     )
     tools = [finish_tool(), post_comment_tool(lambda b, c: ""), read_comments_tool(lambda n: "")]
-    tools.append(plan_tool(None, None, None, lambda: None))  # type: ignore[arg-type]
+    tools.append(plan_tool(None, lambda: None))  # type: ignore[arg-type]
     tools += repo_tools(workspace, COUNTER, 2000, trusted=True)
     specs = [s.openai() for s in Toolbox(tools).specs()]
     return COUNTER.count(system) + COUNTER.tools(specs)

@@ -11,7 +11,7 @@ import pytest
 from bot.agent.shrink import shrunk_limit
 from bot.llm.base import ContextTooLong, LLMFatal
 from bot.llm.openai_client import OpenAIClient
-from bot.sandbox.llm_server import LLMServer, Scripted
+from bot_sandbox.llm_server import LLMServer, Scripted
 from tests.rig import Rig
 
 STYLES = ("openai", "vllm", "llamacpp")

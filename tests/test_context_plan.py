@@ -12,15 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.agent.workspace import Workspace
 from bot.cli import main
-from bot.comments import NewComment
 from bot.context.engine import initial_context
 from bot.context.plan import Grain, Reason
 from bot.context.tokens import TokenCounter
-from bot.forge.types import Comment, Kind, Permission, Platform, TaskKey, Thread
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.world import StepClock
+from bot.model.thread import Comment, Kind, Permission, Platform, TaskKey, Thread
+from bot.model.trust import NewComment
+from bot.repo.workspace import Workspace
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.world import StepClock
 from tests.conftest import BOT_TOKEN, REPO
 
 COUNTER = TokenCounter()

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.agent import listing as listing_module
-from bot.agent.listing import snapshot_listing
-from bot.agent.snapshot import write_index
-from bot.agent.workspace import Workspace, is_binary
 from bot.context.engine import MAX_FILE_READ, _search_hits
 from bot.context.render import named_identifiers, named_paths
+from bot.repo import listing as listing_module
+from bot.repo.listing import snapshot_listing
+from bot.repo.snapshot import write_index
+from bot.repo.workspace import Workspace, is_binary
 
 
 def _repo(root: Path) -> None:

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from bot.comments import Trust
-from bot.config import LabelSettings
-from bot.controls_trust import Gate
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import count_tool_results
-from bot.state import StateStore, Status
+from bot.core.config import LabelSettings
+from bot.model.state import Status
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.model.trust import Trust
+from bot.store.task_files import StateStore
+from bot.task.gate import Gate
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO, ForgeFactory
 from tests.rig import Rig
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.sandbox.llm_server import count_tool_results
-from bot.sandbox.world import StepClock
-from bot.state import Status
+from bot.model.state import Status
+from bot_sandbox.llm_server import count_tool_results
+from bot_sandbox.world import StepClock
 from tests.rig import Rig, comment_id
 
 DONE, PROCESSING, PAUSED = "coding agent done", "coding agent processing", "coding agent paused"
@@ -186,7 +186,7 @@ def test_step_cap_fails_the_task_with_a_reason(rig: Rig) -> None:
 
 
 def test_three_malformed_replies_fail_the_task(rig: Rig) -> None:
-    from bot.sandbox.llm_server import Scripted
+    from bot_sandbox.llm_server import Scripted
 
     thread = rig.issue()
     rig.model.push(

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from bot.discovery import discover
 from bot.forge.factory import Source
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import Fault, ForgeServer
-from bot.sandbox.world import StepClock
-from bot.state import Status
+from bot.model.state import Status
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.service.discovery import discover
+from bot_sandbox.forge_server import Fault, ForgeServer
+from bot_sandbox.world import StepClock
 from tests.conftest import REPO, ForgeFactory, kind_for
 from tests.rig import Rig, WallClock
 

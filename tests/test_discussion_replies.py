@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.world import SComment, StepClock, SThread
+from bot_sandbox.world import SComment, StepClock, SThread
 from tests.conftest import REPO
 from tests.rig import Rig
 from tests.test_reviews import finish, labelled_request, note

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import requests
 
-from bot.sandbox.forge_server import ForgeServer
+from bot_sandbox.forge_server import ForgeServer
 from tests.conftest import BOT_TOKEN, REPO
 
 SCHEMAS: dict[str, Any] = json.loads(

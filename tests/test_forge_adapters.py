@@ -11,9 +11,9 @@ import structlog
 from bot.forge.errors import AuthError, NotFound, RateLimited, TransientError
 from bot.forge.github import RESET_MARGIN
 from bot.forge.policy import RequestPolicy
-from bot.forge.types import Kind, Permission, Platform, TaskKey
-from bot.sandbox.forge_server import Fault, ForgeServer
-from bot.sandbox.world import StepClock
+from bot.model.thread import Kind, Permission, Platform, TaskKey
+from bot_sandbox.forge_server import Fault, ForgeServer
+from bot_sandbox.world import StepClock
 from tests.conftest import REPO, ForgeFactory, fast_policy, kind_for
 
 

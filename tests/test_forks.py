@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from bot.agent.publish import PublishError, publish
-from bot.agent.snapshot import snapshot
-from bot.agent.workspace import Workspace
-from bot.config import AgentSettings
-from bot.forge.types import TaskKey
-from bot.sandbox.forge_server import Fault
-from bot.sandbox.llm_server import count_tool_results
-from bot.sandbox.world import SRepo, SThread
-from bot.state import Status, TaskState
+from bot.core.config import AgentSettings
+from bot.model.state import Status, TaskState
+from bot.model.thread import TaskKey
+from bot.repo.publish import PublishError, publish
+from bot.repo.snapshot import snapshot
+from bot.repo.workspace import Workspace
+from bot_sandbox.forge_server import Fault
+from bot_sandbox.llm_server import count_tool_results
+from bot_sandbox.world import SRepo, SThread
 from tests.conftest import REPO, ForgeFactory
 from tests.rig import Rig
 

@@ -20,16 +20,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.agent.publish import PublishError, publish
-from bot.agent.snapshot import snapshot
-from bot.agent.workspace import Workspace
-from bot.config import AgentSettings
+from bot.core.config import AgentSettings
 from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import Fault, ForgeServer
-from bot.sandbox.world import SRepo, SThread, World
-from bot.state import TaskState
+from bot.model.state import TaskState
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.repo.publish import PublishError, publish
+from bot.repo.snapshot import snapshot
+from bot.repo.workspace import Workspace
+from bot_sandbox.forge_server import Fault, ForgeServer
+from bot_sandbox.world import SRepo, SThread, World
 from tests.conftest import BOT_TOKEN, LABELS, REPO, fast_policy, seed_world
 
 EXAMPLES = int(os.environ.get("FORK_EXAMPLES", "15"))

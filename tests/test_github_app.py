@@ -11,16 +11,16 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bot.config import ConfigError, Settings, parse_settings
-from bot.daemon import Daemon
+from bot.core.config import ConfigError, Settings, parse_settings
 from bot.forge.errors import AuthError
 from bot.forge.factory import build_sources
 from bot.forge.github_app import GitHubApp
 from bot.llm.factory import build_llm
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.github_app_api import AppEmulator
-from bot.sandbox.llm_server import LLMServer
-from bot.state import Status
+from bot.model.state import Status
+from bot.service.daemon import Daemon
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.github_app_api import AppEmulator
+from bot_sandbox.llm_server import LLMServer
 from tests.conftest import REPO
 
 SLUG = "coding-app"
@@ -105,7 +105,7 @@ def test_the_daemon_runs_as_the_app(
 
 
 def _key(thread: Any) -> Any:
-    from bot.forge.types import Kind, Platform, TaskKey
+    from bot.model.thread import Kind, Platform, TaskKey
 
     return TaskKey(Platform.GITHUB, REPO, Kind.ISSUE, thread.number)
 
@@ -151,7 +151,7 @@ def test_expired_token_and_foreign_jwt_are_refused(server: ForgeServer, app: App
 def test_each_installation_resumes_only_its_own_tasks(
     server: ForgeServer, model: LLMServer, tmp_path: Path, app: AppEmulator
 ) -> None:
-    from bot.forge.types import Kind, Platform, TaskKey
+    from bot.model.thread import Kind, Platform, TaskKey
 
     settings = app_settings(server, model, tmp_path, app)
     assert app.private_key_pem.strip() in settings.secrets()  # redacted from every log line
@@ -166,7 +166,7 @@ def test_an_app_watching_one_repository_lists_it_without_an_assignee_query(
 ) -> None:
     """Issue 19, suspicion (b): `?assignee=<slug>[bot]` is answered 200 with nothing (an app
     is never an assignee), so an app's per-repository listing works; it is not even asked."""
-    from bot.discovery import discover
+    from bot.service.discovery import discover
 
     labelled = server.world.add_thread("github", "elsewhere/lib", labels=["coding agent"])
     sources = build_sources(app_settings(server, model, tmp_path, app))

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from bot.config import ConfigError, parse_settings
-from bot.daemon import Daemon
+from bot.core.config import ConfigError, parse_settings
 from bot.forge.factory import build_sources
-from bot.forge.types import Kind, Platform, TaskKey
 from bot.llm.factory import build_llm
-from bot.sandbox.forge_server import Fault, ForgeServer
-from bot.sandbox.github_app_api import AppEmulator
-from bot.sandbox.llm_server import LLMServer
-from bot.sandbox.world import SThread
-from bot.state import Status
+from bot.model.state import Status
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.service.daemon import Daemon
+from bot_sandbox.forge_server import Fault, ForgeServer
+from bot_sandbox.github_app_api import AppEmulator
+from bot_sandbox.llm_server import LLMServer
+from bot_sandbox.world import SThread
 from tests.conftest import REPO
 from tests.test_github_app import app_settings
 

@@ -11,8 +11,8 @@ from typing import Any
 import requests
 
 from bot.forge._util import next_link
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.mentions import notify
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.mentions import notify
 from tests.conftest import BOT_TOKEN, REPO
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from bot.confidential import WITHHELD
-from bot.sandbox.llm_server import count_tool_results
-from bot.sandbox.world import SRepo, SThread
+from bot.task.confidential import WITHHELD
+from bot_sandbox.llm_server import count_tool_results
+from bot_sandbox.world import SRepo, SThread
 from tests.conftest import REPO
 from tests.rig import Rig
 
@@ -39,7 +39,7 @@ def scripted(*steps: dict[str, Any]) -> Any:
 def readable(text: str) -> str:
     """What a reader sees: compatibility forms folded, invisible characters and combining
     marks gone, entities decoded, case and whitespace evened out. The tests' own reading,
-    independent of the one in bot/confidential.py."""
+    independent of the one in bot/task/confidential.py."""
     text = re.sub(r"&#(\d+);", lambda m: chr(int(m.group(1))), text)
     text = unicodedata.normalize("NFKD", text)
     kept = "".join(c for c in text if unicodedata.category(c)[0] not in "CM" or c.isspace())

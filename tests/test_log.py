@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-from bot import log
-from bot.jobqueue import JobQueue
-from bot.state import DatabaseError
+from bot.core import log
+from bot.service.jobqueue import JobQueue
+from bot.store.errors import DatabaseError
 from bot.store.pg_pool import Pool
 
 SECRET = "ghp_LOGSECRET0123456789abcdefABCDEF"

@@ -13,9 +13,9 @@ import signal
 import time
 from pathlib import Path
 
-from bot.sandbox.forge_server import ForgeServer, RecordedRequest
-from bot.sandbox.llm_server import LLMServer
-from bot.state import Status
+from bot.model.state import Status
+from bot_sandbox.forge_server import ForgeServer, RecordedRequest
+from bot_sandbox.llm_server import LLMServer
 from tests.processes import run_bot, start_bot, write_config
 from tests.rig import Rig
 from tests.test_mentions_inbox import SettleWatch, mentioned, pending, unread

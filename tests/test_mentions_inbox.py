@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox.forge_server import Fault, ForgeServer, RecordedRequest
-from bot.sandbox.gitlab_discovery_api import STodo
-from bot.sandbox.llm_server import LLMServer
-from bot.sandbox.mentions import notify
-from bot.sandbox.world import SThread
-from bot.state import Status
+from bot.model.state import Status
+from bot_sandbox.forge_server import Fault, ForgeServer, RecordedRequest
+from bot_sandbox.gitlab_discovery_api import STodo
+from bot_sandbox.llm_server import LLMServer
+from bot_sandbox.mentions import notify
+from bot_sandbox.world import SThread
 from tests.conftest import REPO
 from tests.rig import Rig
 from tests.store.helpers import migrated

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.agent.merge import Conflict, merge_file, merge_text
+from bot.repo.merge import Conflict, merge_file, merge_text
 
 BASE = "import sys\n\n\ndef main():\n    print('hi')\n"
 

@@ -19,9 +19,9 @@ import pytest
 import requests
 
 from bot.cli import main
-from bot.health import HeartbeatWriter
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer
+from bot.service.health import HeartbeatWriter
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer
 from tests.processes import bot_env, write_config
 from tests.rig import Rig
 
@@ -128,10 +128,10 @@ def free_port() -> int:
 
 
 def test_metrics_endpoint_is_scraped(rig: Rig) -> None:
-    from bot.daemon import Daemon
+    from bot.core.metrics import Metrics
     from bot.forge.factory import build_sources
     from bot.llm.factory import build_llm
-    from bot.metrics import Metrics
+    from bot.service.daemon import Daemon
 
     rig.issue(title="Say hi", body="nothing to change")
     rig.comment(rig.forge.world.all_threads()[0], "hello")

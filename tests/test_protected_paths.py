@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.protected import PathGuard
-from bot.agent.publish import publish
 from bot.agent.repo_tools import repo_tools
 from bot.agent.tools import Toolbox, ToolResult
-from bot.agent.workspace import Workspace
-from bot.config import AgentSettings, ConfigError, parse_settings
 from bot.context.tokens import TokenCounter
-from bot.forge.types import Kind, Platform, TaskKey
+from bot.core.config import AgentSettings, ConfigError, parse_settings
 from bot.llm.base import ToolCall
-from bot.sandbox.forge_server import ForgeServer
-from bot.state import TaskState
+from bot.model.state import TaskState
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.repo.protected import PathGuard
+from bot.repo.publish import publish
+from bot.repo.workspace import Workspace
+from bot_sandbox.forge_server import ForgeServer
 from tests.conftest import REPO, ForgeFactory
 from tests.rig import Rig
 from tests.test_agent_e2e import call, scripted

@@ -9,16 +9,17 @@ from typing import Any
 
 import pytest
 
-from bot.agent.publish import publish
-from bot.agent.snapshot import snapshot
-from bot.agent.workspace import Workspace
-from bot.config import AgentSettings
+from bot.core.config import AgentSettings
 from bot.forge.errors import BranchMoved
-from bot.forge.types import FileChange, TaskKey
-from bot.sandbox.forge_server import Fault, ForgeServer
-from bot.sandbox.llm_server import count_tool_results
-from bot.sandbox.world import SRepo, SThread
-from bot.state import TaskState
+from bot.model.git import FileChange
+from bot.model.state import TaskState
+from bot.model.thread import TaskKey
+from bot.repo.publish import publish
+from bot.repo.snapshot import snapshot
+from bot.repo.workspace import Workspace
+from bot_sandbox.forge_server import Fault, ForgeServer
+from bot_sandbox.llm_server import count_tool_results
+from bot_sandbox.world import SRepo, SThread
 from tests.conftest import REPO, ForgeFactory
 from tests.rig import Rig
 

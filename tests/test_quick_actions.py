@@ -11,11 +11,11 @@ import pytest
 
 from bot.forge.gitlab import GitLabForge
 from bot.forge.quick_actions import neutralise
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.posting import marker
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.gitlab_quick_actions import extract
-from bot.sandbox.world import SChangeRequest, SThread
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.task.posting import marker
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.gitlab_quick_actions import extract
+from bot_sandbox.world import SChangeRequest, SThread
 from tests.conftest import ALICE_TOKEN, REPO, ForgeFactory
 from tests.rig import Rig
 from tests.test_agent_e2e import DONE, call, scripted

@@ -14,8 +14,8 @@ from bot.forge.errors import RateLimited
 from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
 from bot.forge.policy import RequestPolicy
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import Fault, ForgeServer, SearchLimit
+from bot.model.thread import Kind, Platform, TaskKey
+from bot_sandbox.forge_server import Fault, ForgeServer, SearchLimit
 from tests.conftest import BOT_TOKEN, LABELS, REPO, seed_world
 
 

@@ -15,16 +15,18 @@ from typing import Any
 import pytest
 
 from bot.agent.repo_tools import repo_tools
-from bot.agent.snapshot import Limits, evict, pin_scope, pinned_snapshot
 from bot.agent.tools import Toolbox
-from bot.agent.workspace import Workspace
 from bot.cli import main
 from bot.context.tokens import TokenCounter
-from bot.forge.types import TaskKey
+from bot.core.atomic import atomic_write
 from bot.llm.base import ToolCall
-from bot.sandbox.llm_server import count_tool_results
-from bot.state import StateStore, Status, TaskState, atomic_write
-from bot.task_index import TaskIndex
+from bot.model.state import Status, TaskState
+from bot.model.thread import TaskKey
+from bot.repo.snapshot import Limits, evict, pin_scope, pinned_snapshot
+from bot.repo.workspace import Workspace
+from bot.store.task_files import StateStore
+from bot.store.task_index import TaskIndex
+from bot_sandbox.llm_server import count_tool_results
 from tests.rig import Rig
 from tests.test_daemon_lifecycle import finish
 

@@ -11,19 +11,13 @@ from typing import Any
 import pytest
 import requests
 
-from bot.confidential import WITHHELD, withhold
-from bot.context.render import (
-    HUNK_LINES,
-    HUNK_WIDTH,
-    NumberedComment,
-    comment_line,
-    comment_place,
-)
-from bot.forge.types import Comment, Kind, Permission, Platform, ReviewPosition, TaskKey
-from bot.sandbox.forge_server import Fault, ForgeServer
-from bot.sandbox.llm_server import count_tool_results
-from bot.sandbox.world import SComment, StepClock, SThread
-from bot.state import Status
+from bot.context.render import HUNK_LINES, HUNK_WIDTH, NumberedComment, comment_line, comment_place
+from bot.model.state import Status
+from bot.model.thread import Comment, Kind, Permission, Platform, ReviewPosition, TaskKey
+from bot.task.confidential import WITHHELD, withhold
+from bot_sandbox.forge_server import Fault, ForgeServer
+from bot_sandbox.llm_server import count_tool_results
+from bot_sandbox.world import SComment, StepClock, SThread
 from tests.conftest import BOT_TOKEN, REPO, ForgeFactory, kind_for
 from tests.rig import Rig
 

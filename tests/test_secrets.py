@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer, Scripted, stepping_policy
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer, Scripted, stepping_policy
 from tests.conftest import BOT_TOKEN, REPO
 from tests.processes import bot_env
 

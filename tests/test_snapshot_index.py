@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.agent.snapshot import INDEX, read_index, write_index
-from bot.agent.workspace import Workspace
 from bot.context.render import render_tree, tree, tree_children
+from bot.repo.snapshot import INDEX, read_index, write_index
+from bot.repo.workspace import Workspace
 
 
 def _walk(root: Path) -> list[tuple[str, int]]:
@@ -74,8 +74,8 @@ def test_tree_text() -> None:
 def test_trees_come_from_the_snapshot_cache_unless_the_changes_add_or_delete_files(
     tmp_path: Path,
 ) -> None:
-    from bot.agent.snapshot import TREES
     from bot.context.engine import _trees
+    from bot.repo.snapshot import TREES
 
     _tree(tmp_path)
     write_index(tmp_path)

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.forge.types import TaskKey
-from bot.state import Conversation, StateError, StateStore, Status, TaskBusy, TaskState
+from bot.model.state import Status, TaskState
+from bot.model.thread import TaskKey
+from bot.store.errors import StateError, TaskBusy
+from bot.store.task_files import Conversation, StateStore
 
 KEY = TaskKey.parse("github:acme/app#7")
 
@@ -61,7 +63,8 @@ def test_one_worker_per_task(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from bot.state import StateStore, TaskState
+from bot.store.task_files import StateStore
+from bot.model.state import TaskState
 store = StateStore(Path(sys.argv[1]))
 n = 0
 print("ready", flush=True)
@@ -89,7 +92,8 @@ def test_state_file_is_never_half_written_under_sigkill(tmp_path: Path) -> None:
 FULL_DISK = """
 import resource, signal, sys
 from pathlib import Path
-from bot.state import StateStore, TaskState
+from bot.store.task_files import StateStore
+from bot.model.state import TaskState
 store = StateStore(Path(sys.argv[1]))
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))  # writes past 300 bytes fail: EFBIG

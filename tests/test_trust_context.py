@@ -10,12 +10,13 @@ import jsonschema
 import requests
 
 from bot.agent.history import compact
-from bot.comments import CommentDetectionManager, NewComment, Trust
 from bot.context.tokens import TokenCounter
-from bot.forge.types import Comment, Permission
 from bot.llm.base import LLMReply
 from bot.llm.fake import ScriptedLLM
-from bot.sandbox.forge_server import ForgeServer
+from bot.model.thread import Comment, Permission
+from bot.model.trust import NewComment, Trust
+from bot.task.comments import CommentDetectionManager
+from bot_sandbox.forge_server import ForgeServer
 from tests.conftest import BOT_TOKEN, REPO
 from tests.rig import Rig
 from tests.test_emulator_openapi import SCHEMAS

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from bot.agent.tools import Args, Tool, ToolResult
-from bot.agent.workspace import Workspace, WorkspaceError
-from bot.config import RepoChecks
 from bot.context.budget import truncate
 from bot.context.render import UNTRUSTED_CODE, quote
 from bot.context.tokens import TokenCounter
+from bot.core.config import RepoChecks
+from bot.core.log import get_logger
 from bot.jail import CommandResult, Jail, WorkCopy
 from bot.jail.workcopy import Fold
 from bot.llm.base import ToolCall
-from bot.log import get_logger
+from bot.repo.workspace import HIDDEN, Workspace, WorkspaceError
 
 log = get_logger(__name__)
 OUTPUT_CHARS = 6000  # of a command's output, before the tool-result budget cuts further
@@ -94,7 +94,7 @@ class CommandSession:
         if self._work is None:
             ws = self.workspace
             self._work = self.jail.work_copy(
-                ws.snapshot_root(), ws.changes, ws.links(), ws.executables()
+                ws.snapshot_root(), ws.changes, ws.links(), ws.executables(), HIDDEN
             )
             network = self._setup_network()
             for command in self.checks.setup:

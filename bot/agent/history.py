@@ -19,9 +19,9 @@ from bot.context.budget import truncate
 from bot.context.render import UNTRUSTED_MARK
 from bot.context.tokens import TokenCounter
 from bot.context.window import turns
+from bot.core.log import get_logger
+from bot.core.prompts import load_prompt
 from bot.llm.base import LLMClient, Message
-from bot.log import get_logger
-from bot.prompts import load_prompt
 
 log = get_logger(__name__)
 ROLES = ("system", "user", "assistant", "tool")

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.agent.workspace import Workspace, WorkspaceError, is_binary
-from bot.comments import Trust
 from bot.context.engine import agent_rules
 from bot.context.tokens import TokenCounter
 from bot.forge.base import Forge
 from bot.forge.errors import ForgeError, NotFound
-from bot.forge.types import Thread
+from bot.model.thread import Thread
+from bot.model.trust import Trust
+from bot.repo.workspace import Workspace, WorkspaceError, is_binary
 
 MAX_RULES_BYTES = 256 * 1024
 

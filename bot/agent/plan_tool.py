@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from pydantic import Field
 
 from bot.agent.tools import Args, Tool, ToolResult
-from bot.forge.base import Forge
-from bot.forge.errors import NotFound
-from bot.forge.types import TaskKey
 from bot.llm.base import ToolCall
-from bot.log import get_logger
-from bot.posting import Poster, marker
-from bot.state import PlanItem, TaskState
-
-log = get_logger(__name__)
+from bot.model.state import PlanItem, TaskState
 
 
 class PlanItemArgs(Args):
@@ -37,23 +31,17 @@ def render_progress(state: TaskState) -> str:
     return "\n".join(lines)
 
 
-def plan_tool(forge: Forge, key: TaskKey, poster: Poster, state: Callable[[], TaskState]) -> Tool:
+class ProgressComment(Protocol):
+    """Where the plan is shown: one comment in the thread, posted once, edited after."""
+
+    def show(self, body: str, call_id: str) -> None: ...
+
+
+def plan_tool(progress: ProgressComment, state: Callable[[], TaskState]) -> Tool:
     def run(args: UpdatePlanArgs, call: ToolCall) -> ToolResult:
         task = state()
         task.plan = [PlanItem(text=i.text, done=i.done) for i in args.items]
-        body = render_progress(task)
-        if task.progress_comment_id is not None:
-            # Editing is idempotent: repeating it after a crash changes nothing.
-            seq = task.progress_seq or 0
-            try:
-                text = f"{poster.withhold(body)}\n\n{marker(key, seq)}"
-                forge.edit_comment(key, task.progress_comment_id, text)
-            except NotFound:
-                # Someone deleted it: post it anew (replaying the edit would fail forever).
-                log.info("progress_comment_reposted", deleted=task.progress_comment_id)
-                task.progress_comment_id = None
-        if task.progress_comment_id is None:
-            poster.post("progress", body, call.id)
+        progress.show(render_progress(task), call.id)
         done = sum(1 for i in task.plan if i.done)
         return ToolResult(f"plan updated ({done}/{len(task.plan)} done)")
 

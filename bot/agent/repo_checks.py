@@ -13,8 +13,8 @@ from collections.abc import Callable
 import yaml
 from pydantic import ValidationError
 
-from bot.config import JailSettings, RepoChecks
-from bot.log import get_logger
+from bot.core.config import JailSettings, RepoChecks
+from bot.core.log import get_logger
 
 log = get_logger(__name__)
 REPO_FILE = ".coding-agent.yml"

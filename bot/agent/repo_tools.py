@@ -13,11 +13,12 @@ import regex
 from pydantic import Field
 
 from bot.agent.tools import Args, Tool, ToolResult
-from bot.agent.workspace import Workspace, WorkspaceError, is_binary
-from bot.context.budget import fence_for, truncate
+from bot.context.budget import truncate
 from bot.context.render import UNTRUSTED_FILES, framed
 from bot.context.tokens import TokenCounter
+from bot.core.markdown import fence_for
 from bot.llm.base import ToolCall
+from bot.repo.workspace import Workspace, WorkspaceError, is_binary
 
 MAX_SEARCH_FILES = 40
 MAX_HITS_PER_FILE = 8

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bot.context.window import Fitted, WindowTooSmall
+from bot.core.log import get_logger
 from bot.llm.base import ContextTooLong, LLMClient, LLMReply, ToolSpec
-from bot.log import get_logger
 
 log = get_logger(__name__)
 MARGIN = 0.9  # aim this far under the endpoint's stated room: tokenizers differ per message

@@ -15,12 +15,6 @@ _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 HEAD_MIN = 48  # tokens `keep_ends` keeps for the beginning beyond its first lines
 
 
-def fence_for(text: str) -> str:
-    """A backtick fence longer than any backtick run inside `text`, so it cannot be closed early."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def _open_fence(lines: Sequence[str]) -> str | None:
     """The fence still open at the end of `lines`, if any."""
     return _fence_states(lines)[-1]

@@ -11,11 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bot.agent.listing import Listing
-from bot.agent.snapshot import cached_trees, snapshot_trees
-from bot.agent.workspace import Workspace, WorkspaceError, is_binary
-from bot.comments import NewComment
-from bot.context.budget import close_fences, fence_for, shorten_list, truncate
+from bot.context.budget import close_fences, shorten_list, truncate
 from bot.context.plan import Candidate, Choice, ContextPlan, Grain, Reason, plan
 from bot.context.render import (
     UNTRUSTED_WORK,
@@ -32,7 +28,12 @@ from bot.context.render import (
     thread_header,
 )
 from bot.context.tokens import TokenCounter
-from bot.forge.types import Thread
+from bot.context.trees import cached_trees, snapshot_trees
+from bot.core.markdown import fence_for
+from bot.model.thread import Thread
+from bot.model.trust import NewComment
+from bot.repo.listing import Listing
+from bot.repo.workspace import Workspace, WorkspaceError, is_binary
 
 RULE_FILES = ("AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md")
 README_NAMES = ("README.md", "README.rst", "README.txt", "README")

@@ -8,8 +8,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from bot.context.budget import fence_for, shorten_list
-from bot.forge.types import Comment, ReviewPosition, Thread
+from bot.context.budget import shorten_list
+from bot.core.markdown import fence_for
+from bot.model.thread import Comment, ReviewPosition, Thread
+from bot.repo.listing import unique_names
 
 # Japanese sentence ends count too.
 _SENTENCE = re.compile(r"(.+?[.!?。！？])(\s|$)", re.DOTALL)  # noqa: RUF001
@@ -278,15 +280,6 @@ def named_paths(
         if path is not None:
             found.append(path)
     return list(dict.fromkeys(found))
-
-
-def unique_names(paths: Iterable[str]) -> dict[str, str | None]:
-    """File name -> its path, or None when several of `paths` have that name."""
-    out: dict[str, str | None] = {}
-    for path in paths:
-        name = path.rpartition("/")[2]
-        out[name] = None if name in out else path
-    return out
 
 
 def named_identifiers(text: str) -> list[str]:

@@ -2,16 +2,7 @@
 
 from bot.forge.base import Forge
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited, TransientError
-from bot.forge.types import (
-    Comment,
-    Kind,
-    Permission,
-    Platform,
-    TaskKey,
-    TaskSummary,
-    Thread,
-    User,
-)
+from bot.model.thread import Comment, Kind, Permission, Platform, TaskKey, TaskSummary, Thread, User
 
 __all__ = [
     "AuthError",

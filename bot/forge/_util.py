@@ -7,27 +7,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
 
 _LINK = re.compile(r'<([^>]+)>\s*;\s*rel="([^"]+)"')
-
-
-def parse_time(value: str | None) -> datetime:
-    """Parse the ISO-8601 timestamps both forges return; always timezone-aware UTC."""
-    if not value:
-        return datetime.fromtimestamp(0, UTC)
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
-
-
-def format_time(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def next_link(header: str | None) -> str | None:

@@ -7,19 +7,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from bot.forge.types import (
-    BranchHead,
-    ChangedPaths,
-    ChangeRequest,
+from bot.model.git import BranchHead, ChangedPaths, ChangeRequest, FileChange, TreeEntry
+from bot.model.thread import (
     Comment,
     ControlEvent,
-    FileChange,
     Permission,
     Platform,
     TaskKey,
     TaskSummary,
     Thread,
-    TreeEntry,
     User,
 )
 

@@ -8,14 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from bot.config import LabelSettings, Settings
+from bot.core.config import LabelSettings, Settings
+from bot.core.metrics import Metrics
 from bot.forge.base import Forge
 from bot.forge.github import GitHubForge
 from bot.forge.github_app import GitHubApp, Installation
 from bot.forge.gitlab import GitLabForge
 from bot.forge.policy import RequestPolicy
-from bot.forge.types import TaskKey, User
-from bot.metrics import Metrics
+from bot.model.thread import TaskKey, User
 
 # From this many repositories on, discovery lists across them (search, group listings) instead
 # of one by one, unless the forge says otherwise (`cross_repo_from` on the adapter).

@@ -20,15 +20,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import requests
 from github import Auth, Github, GithubException
 
-from bot.forge._util import (
-    LRU,
-    TTLCache,
-    clean_text,
-    folders,
-    format_time,
-    next_link,
-    parse_time,
-)
+from bot.core.clock import format_time, parse_time
+from bot.forge._util import LRU, TTLCache, clean_text, folders, next_link
 from bot.forge.archive import ArchiveHTTPError, download_redirected
 from bot.forge.errors import (
     ALL_BUCKETS,
@@ -47,13 +40,10 @@ from bot.forge.inbox import Cursors, MentionBatch, always
 from bot.forge.pacing import ServerWindow
 from bot.forge.policy import DEFAULT_BUCKET, RequestPolicy
 from bot.forge.ratelimits import Buckets, header, until_reset
-from bot.forge.types import (
-    BranchHead,
-    ChangedPaths,
-    ChangeRequest,
+from bot.model.git import BranchHead, ChangedPaths, ChangeRequest, FileChange, TreeEntry
+from bot.model.thread import (
     Comment,
     ControlEvent,
-    FileChange,
     Kind,
     Permission,
     Platform,
@@ -61,7 +51,6 @@ from bot.forge.types import (
     TaskKey,
     TaskSummary,
     Thread,
-    TreeEntry,
     User,
 )
 

@@ -20,7 +20,7 @@ from github.Requester import Requester
 
 from bot.forge.errors import AuthError
 from bot.forge.github import _translate
-from bot.forge.types import User
+from bot.model.thread import User
 
 
 @dataclass(frozen=True)

@@ -37,13 +37,14 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from bot.forge._util import LRU, format_time, next_link, parse_time
+from bot.core.clock import format_time, parse_time
+from bot.core.log import get_logger
+from bot.forge._util import LRU, next_link
 from bot.forge.errors import AuthError, Forbidden, ForgeError, NotFound, RateLimited
 from bot.forge.inbox import Checked, Cursors, MemoryCursors, MentionBatch, Outcome, Recorded
 from bot.forge.inbox import settled as settled_items
 from bot.forge.mentions import calls_bot
-from bot.forge.types import Comment, Kind, Permission, Platform, TaskKey, TaskSummary, Thread, User
-from bot.log import get_logger
+from bot.model.thread import Comment, Kind, Permission, Platform, TaskKey, TaskSummary, Thread, User
 
 log = get_logger(__name__)
 _SUBJECT = re.compile(r"/repos/([^/]+/[^/]+)/(issues|pulls)/(\d+)$")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.forge.pacing import WindowPacer
-from bot.forge.types import TaskSummary
+from bot.model.thread import TaskSummary
 
 # docs.github.com/rest/search/search: "The Search API does not support queries that are longer
 # than 256 characters (not including operators or qualifiers)" - kept to the whole query here.

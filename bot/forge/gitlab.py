@@ -22,8 +22,10 @@ import gitlab
 import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
+from bot.core.clock import format_time, parse_time
+from bot.core.log import get_logger
 from bot.forge import gitlab_discovery
-from bot.forge._util import LRU, TTLCache, clean_text, format_time, parse_time
+from bot.forge._util import LRU, TTLCache, clean_text
 from bot.forge.errors import (
     ALL_BUCKETS,
     AuthError,
@@ -40,13 +42,10 @@ from bot.forge.pacing import WindowPacer
 from bot.forge.policy import RequestPolicy
 from bot.forge.quick_actions import neutralise_payload
 from bot.forge.ratelimits import Buckets, until_reset
-from bot.forge.types import (
-    BranchHead,
-    ChangedPaths,
-    ChangeRequest,
+from bot.model.git import BranchHead, ChangedPaths, ChangeRequest, FileChange, TreeEntry
+from bot.model.thread import (
     Comment,
     ControlEvent,
-    FileChange,
     Kind,
     Permission,
     Platform,
@@ -54,10 +53,8 @@ from bot.forge.types import (
     TaskKey,
     TaskSummary,
     Thread,
-    TreeEntry,
     User,
 )
-from bot.log import get_logger
 
 _ACCESS = [
     (50, Permission.ADMIN),

@@ -22,11 +22,12 @@ from typing import Any
 
 import gitlab
 
-from bot.forge._util import LRU, parse_time
+from bot.core.clock import parse_time
+from bot.core.log import get_logger
+from bot.forge._util import LRU
 from bot.forge.errors import AuthError, ForgeError, NotFound, RateLimited
 from bot.forge.inbox import Checked, Outcome, Recorded, settled
-from bot.forge.types import Kind, Permission, TaskKey, TaskSummary
-from bot.log import get_logger
+from bot.model.thread import Kind, Permission, TaskKey, TaskSummary
 
 log = get_logger(__name__)
 Call = Callable[..., Any]

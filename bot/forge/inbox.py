@@ -19,7 +19,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
-from bot.forge.types import TaskKey, TaskSummary
+from bot.model.thread import TaskKey, TaskSummary
 
 # Has the start of this task been recorded (its state saved)? Asked only for items that found a
 # task to start.

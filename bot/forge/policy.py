@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from bot.core.log import get_logger
 from bot.forge.errors import ALL_BUCKETS, ForgeError, RateLimited, TransientError
-from bot.log import get_logger
 
 T = TypeVar("T")
 log = get_logger(__name__)

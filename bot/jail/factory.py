@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from bot.config import ConfigError, JailSettings
+from bot.core.config import ConfigError, JailSettings
 from bot.jail.jail import Jail, JailUnavailable, probe, probe_network
 from bot.jail.limits import MIB, JailLimits
 

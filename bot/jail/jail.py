@@ -12,10 +12,11 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.core.log import get_logger
 from bot.jail.bwrap import bwrap_argv, jail_env
 from bot.jail.cgroup import TaskCgroups, join_argv
 from bot.jail.disk import Area, DiskMode, HolderFailed, make_area
@@ -24,7 +25,6 @@ from bot.jail.network import MISSING as SLIRP_MISSING
 from bot.jail.network import SLIRP, SlirpAttachment, slirp_path
 from bot.jail.process import CommandResult, Launch, run_bounded
 from bot.jail.workcopy import WorkCopy
-from bot.log import get_logger
 
 log = get_logger(__name__)
 _REASONS = {
@@ -130,7 +130,9 @@ class Jail:
         changes: Mapping[str, str | None],
         links: Mapping[str, str] | None = None,
         executables: Iterable[str] = (),
+        hidden: Collection[str] = (),
     ) -> WorkCopy:
+        """A working copy of `snapshot` (less its `hidden` bookkeeping files) with `changes`."""
         uid = self._uids.take() if self.as_root else None
         owner = (uid, uid) if uid is not None else None
         cgroup: Path | None = None
@@ -149,6 +151,7 @@ class Jail:
             links=links,
             executables=executables,
             cgroup=cgroup,
+            hidden=hidden,
         )
 
     def run(self, command: str, work: WorkCopy, *, network: bool = False) -> CommandResult:

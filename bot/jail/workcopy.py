@@ -15,17 +15,15 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import pathspec
 
-from bot.agent.snapshot import COMPLETE, INDEX, META, SKIPPED
+from bot.core.walk import walk
 from bot.jail.disk import Area
-from bot.walk import walk
 
-HIDDEN = {COMPLETE, SKIPPED, META, INDEX}
 MAX_FOLD_BYTES = 1024 * 1024  # one file; larger ones are reported, not folded
 MAX_FOLD_FILES = 200
 # Debris that no repository wants committed, whatever its .gitignore says.
@@ -83,13 +81,15 @@ class WorkCopy:
         links: Mapping[str, str] | None = None,
         executables: Iterable[str] = (),
         cgroup: Path | None = None,
+        hidden: Collection[str] = (),
     ) -> WorkCopy:
         """`links` and `executables`: what the snapshot records but does not materialise (it
         never creates links); the copy has them, so the repository's scripts run as committed.
+        `hidden`: the snapshot's own bookkeeping files (top level), which the copy leaves out.
         The copy owns `area` from here on: `remove` releases it, also when this fails."""
         copy = cls(area, snapshot, owner, on_remove, cgroup)
         try:
-            copy._fill(changes, links, executables)
+            copy._fill(changes, links, executables, frozenset(hidden))
         except BaseException:
             copy.remove()
             raise
@@ -100,8 +100,14 @@ class WorkCopy:
         changes: Mapping[str, str | None],
         links: Mapping[str, str] | None,
         executables: Iterable[str],
+        hidden: frozenset[str],
     ) -> None:
-        shutil.copytree(self.snapshot, self.root, dirs_exist_ok=True, ignore=_hidden, symlinks=True)
+        top = str(self.snapshot)
+
+        def ignored(directory: str, names: list[str]) -> set[str]:
+            return {n for n in names if n in hidden} if directory == top else set()
+
+        shutil.copytree(self.snapshot, self.root, dirs_exist_ok=True, ignore=ignored, symlinks=True)
         self._ignore = _ignore_spec(self.snapshot)
         self._links = dict(links or {})
         self._restore_modes(executables)
@@ -256,10 +262,6 @@ def _clean_name(rel: str) -> bool:
     except UnicodeEncodeError:
         return False
     return not any(ord(ch) < 32 or ord(ch) == 127 for ch in rel)
-
-
-def _hidden(directory: str, names: list[str]) -> set[str]:
-    return {n for n in names if n in HIDDEN}
 
 
 def _ignore_spec(snapshot: Path) -> pathspec.GitIgnoreSpec:

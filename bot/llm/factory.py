@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from bot.config import LLMSettings
+from bot.core.config import LLMSettings
 from bot.llm.openai_client import OpenAIClient
 
 

@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from bot.core.prompts import load_prompt
 from bot.llm.base import LLMCancelled, LLMError, LLMFatal, LLMReply, Message, ToolCall, ToolSpec
 from bot.llm.overflow import context_overflow
-from bot.prompts import load_prompt
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bot.core.log import redactor
 from bot.llm.base import ContextTooLong
-from bot.log import redactor
 
 MAX_REASON = 300
 _OVERFLOW = re.compile(

@@ -1,6 +1,7 @@
 """Where task state lives: one interface (`Store`), two backends.
 
-- files (`bot.state.StateStore`, the default): one daemon per state dir, nothing to install;
+- files (`bot.store.files.FileStore` over `bot.store.task_files`, the default): one daemon
+  per state dir, nothing to install;
 - postgres (`bot.store.postgres.PostgresStore`): several daemons on one database, each task
   worked by one daemon at a time under a lease, every write fenced by the lease's token.
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import psycopg
 
-from bot.config import Settings
-from bot.state import StateError
+from bot.core.config import Settings
 from bot.store import schema
+from bot.store.errors import StateError
 from bot.store.files import FileStore
 from bot.store.postgres import PostgresStore
 from bot.store.transfer import copy_store

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from bot.forge.types import TaskKey
-from bot.state import LeaseLost, StateError, TaskBusy, TaskState, Unreadable
-from bot.task_index import IndexView
+from bot.model.state import TaskState
+from bot.model.thread import TaskKey
+from bot.store.errors import LeaseLost, StateError, TaskBusy, Unreadable
+from bot.store.task_index import IndexView
 
 __all__ = [
     "ConversationLog",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from bot.config import Settings
+from bot.core.config import Settings
 from bot.store.base import Store
 from bot.store.files import FileStore
 

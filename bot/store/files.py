@@ -13,21 +13,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from bot.forge.types import TaskKey
-from bot.state import (
-    Conversation,
-    DaemonLock,
-    StateError,
-    StateStore,
-    TaskState,
-    atomic_write,
-    json_text,
-    state_json,
-)
+from bot.core.atomic import atomic_write
+from bot.model.state import TaskState
+from bot.model.thread import TaskKey
 from bot.store.base import DeliveryMemory, Holder, Lease, QueuedJob, Store, StoreIndex
+from bot.store.errors import StateError
+from bot.store.seen import SeenDeliveries
+from bot.store.serial import json_text, state_json
+from bot.store.task_files import Conversation, DaemonLock, StateStore
+from bot.store.task_index import TaskIndex
 from bot.store.transfer import TaskRecord
-from bot.task_index import TaskIndex
-from bot.webhooks.seen import SeenDeliveries
 
 _OLD_RUN = re.compile(r"^(?:conversation\.run(\d+)\.jsonl|changes\.run(\d+)\.json)$")
 

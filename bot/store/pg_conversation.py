@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot.forge.types import TaskKey
-from bot.state import LeaseLost, json_text
+from bot.model.thread import TaskKey
+from bot.store.errors import LeaseLost
 from bot.store.pg_lease import LIVE, PgLease
 from bot.store.pg_pool import Pool
+from bot.store.serial import json_text
 
 _APPEND = "INSERT INTO conversation (key, run, entry) VALUES (%(key)s, 0, %(entry)s::json)"
 _APPEND_FENCED = f"""

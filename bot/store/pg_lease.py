@@ -11,9 +11,9 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from bot.forge.types import TaskKey
-from bot.log import get_logger
-from bot.state import LeaseLost, TaskBusy
+from bot.core.log import get_logger
+from bot.model.thread import TaskKey
+from bot.store.errors import LeaseLost, TaskBusy
 from bot.store.pg_pool import DatabaseError, Pool
 
 log = get_logger(__name__)

@@ -18,7 +18,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import PoolClosed
 
-from bot.log import get_logger
+from bot.core.log import get_logger
 
 log = get_logger(__name__)
 

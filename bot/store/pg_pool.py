@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from bot.state import DatabaseError
 from bot.store import schema
+from bot.store.errors import DatabaseError
 from bot.store.pg_outage import Outage, watched
 
 __all__ = ["DatabaseError", "Pool"]

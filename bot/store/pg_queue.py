@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from bot.forge.types import TaskKey
+from bot.model.thread import TaskKey
 from bot.store.base import QueuedJob
 from bot.store.pg_pool import Pool
 

@@ -17,10 +17,11 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from bot.forge.types import TaskKey
-from bot.state import LeaseLost, StateError, TaskState, Unreadable, now_iso
+from bot.model.state import TaskState, now_iso
+from bot.model.thread import TaskKey
 from bot.store import pg_conversation, pg_cursors, pg_queue, pg_tasks, schema
 from bot.store.base import DeliveryMemory, Holder, Lease, QueuedJob, Store, StoreIndex
+from bot.store.errors import LeaseLost, StateError, Unreadable
 from bot.store.pg_conversation import PgConversation
 from bot.store.pg_lease import LIVE, PgLease, held
 from bot.store.pg_pool import DatabaseError, Pool

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from bot.state import StateError
+from bot.store.errors import StateError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")

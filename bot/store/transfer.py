@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.forge.types import TaskKey
-from bot.state import StateError, TaskState
+from bot.model.state import TaskState
+from bot.model.thread import TaskKey
 from bot.store.base import Store
+from bot.store.errors import StateError
 
 Entries = list[dict[str, Any]]
 Changeset = dict[str, str | None]

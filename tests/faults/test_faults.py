@@ -13,9 +13,10 @@ from typing import Any
 import structlog
 
 from bot.forge.github import RESET_MARGIN
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer, Scripted, count_tool_results, stepping_policy
-from bot.state import StateStore, Status
+from bot.model.state import Status
+from bot.store.task_files import StateStore
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer, Scripted, count_tool_results, stepping_policy
 from tests.conftest import REPO
 from tests.processes import bot_env, write_config
 from tests.rig import Rig, comment_id

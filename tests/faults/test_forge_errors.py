@@ -13,18 +13,13 @@ from typing import Any
 import pytest
 import structlog
 
-from bot.agent.failures import (
-    PERMANENT_ATTEMPTS,
-    TRANSIENT_ATTEMPTS,
-    Kind,
-    backoff,
-    classify,
-)
 from bot.forge.errors import Forbidden, ForgeError, RateLimited, TransientError
-from bot.health import check
-from bot.sandbox.forge_server import Fault, ForgeServer
-from bot.sandbox.llm_server import LLMServer, count_tool_results, demo_policy, stepping_policy
-from bot.state import StateStore, Status
+from bot.model.state import Status
+from bot.service.health import check
+from bot.store.task_files import StateStore
+from bot.task.failures import PERMANENT_ATTEMPTS, TRANSIENT_ATTEMPTS, Kind, backoff, classify
+from bot_sandbox.forge_server import Fault, ForgeServer
+from bot_sandbox.llm_server import LLMServer, count_tool_results, demo_policy, stepping_policy
 from tests.conftest import REPO
 from tests.processes import run_bot, write_config
 from tests.rig import Rig

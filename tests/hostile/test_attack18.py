@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from bot.agent.publish import publish
-from bot.agent.snapshot import snapshot as take_snapshot
-from bot.agent.workspace import Workspace
-from bot.config import AgentSettings
 from bot.context.render import UNTRUSTED_MARK
-from bot.forge.types import TaskKey
+from bot.core.config import AgentSettings
 from bot.jail import Jail
-from bot.sandbox.llm_server import count_tool_results
-from bot.state import TaskState
+from bot.model.state import TaskState
+from bot.model.thread import TaskKey
+from bot.repo.publish import publish
+from bot.repo.snapshot import snapshot as take_snapshot
+from bot.repo.workspace import Workspace
+from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO, ForgeFactory
 from tests.jail.test_jail import MIB, small_limits, snapshot, text
 from tests.rig import Rig

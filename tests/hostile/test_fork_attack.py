@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from bot.jail.network import slirp_path
-from bot.sandbox.llm_server import count_tool_results
-from bot.state import Status
+from bot.model.state import Status
+from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO
 from tests.jail import standins
 from tests.jail.standins import FETCH, StandIn

@@ -14,14 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.agent.snapshot import Limits, extract
-from bot.config import ConfigError, parse_settings
 from bot.context.tokens import TokenCounter
-from bot.forge.types import TaskKey
-from bot.posting import Poster, marker
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import count_tool_results
-from bot.state import Conversation, PendingPost, StateStore, TaskState
+from bot.core.config import ConfigError, parse_settings
+from bot.model.state import PendingPost, TaskState
+from bot.model.thread import TaskKey
+from bot.repo.snapshot import Limits, extract
+from bot.store.task_files import Conversation, StateStore
+from bot.task.posting import Poster, marker
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO, ForgeFactory
 from tests.rig import Rig
 

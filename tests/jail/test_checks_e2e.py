@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.sandbox.llm_server import count_tool_results
-from bot.state import Status
+from bot.model.state import Status
+from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO
 from tests.rig import Rig
 

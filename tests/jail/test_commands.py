@@ -9,11 +9,11 @@ import pytest
 
 from bot.agent.commands import CommandSession, checks_markdown, failing, run_command_tool
 from bot.agent.repo_checks import checks_for
-from bot.agent.workspace import Workspace
-from bot.config import JailSettings, RepoChecks
 from bot.context.tokens import TokenCounter, encoding_for
+from bot.core.config import JailSettings, RepoChecks
 from bot.jail import Jail
 from bot.llm.base import ToolCall
+from bot.repo.workspace import Workspace
 from tests.jail.test_jail import small_limits
 
 COUNTER = TokenCounter(encoding_for("gpt-4o", None))

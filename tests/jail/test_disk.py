@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from bot.agent.commands import CommandSession, run_command_tool
-from bot.agent.workspace import Workspace
-from bot.config import RepoChecks
+from bot.core.config import RepoChecks
 from bot.jail import Jail
 from bot.jail.cgroup import TaskCgroups, join_argv
 from bot.jail.disk import DiskMode, usage
 from bot.jail.process import run_bounded
 from bot.llm.base import ToolCall
+from bot.repo.workspace import Workspace
 from tests.jail.test_commands import COUNTER
 from tests.jail.test_jail import MIB, small_limits, text
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.jail import CommandResult, Jail, JailLimits, WorkCopy
-from bot.sandbox.forge_server import ForgeServer
+from bot_sandbox.forge_server import ForgeServer
 from tests.conftest import SECRETS
 
 MIB = 1024 * 1024

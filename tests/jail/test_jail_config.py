@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.config import ConfigError, parse_settings
+from bot.core.config import ConfigError, parse_settings
 from tests.conftest import BOT_TOKEN
 
 BASE = "github: {token: x, repositories: [a/b]}\n"

@@ -24,11 +24,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.agent.commands import CommandSession, run_command_tool
-from bot.agent.workspace import Workspace
-from bot.config import RepoChecks
+from bot.core.config import RepoChecks
 from bot.jail import Jail
 from bot.jail.network import slirp_path
 from bot.llm.base import ToolCall
+from bot.repo.workspace import Workspace
 from tests.jail import standins
 from tests.jail.standins import FETCH, StandIn
 from tests.jail.test_commands import COUNTER

@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.agent.history import carries_untrusted
 from bot.context.render import UNTRUSTED_MARK
-from bot.sandbox.llm_server import count_tool_results
+from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO
 from tests.rig import Rig
 

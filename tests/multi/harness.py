@@ -10,12 +10,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.config import load_settings
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer
+from bot.core.config import load_settings
+from bot.model.thread import Kind, Platform, TaskKey
 from bot.store.base import Store
 from bot.store.factory import build_store
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer
 from tests.conftest import REPO
 from tests.processes import bot_env, run_bot
 from tests.rig import config_text

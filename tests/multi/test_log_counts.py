@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer, stepping_policy
-from bot.state import Status
+from bot.model.state import Status
 from bot.store.base import QueuedJob
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer, stepping_policy
 from tests.rig import Rig
 from tests.store.helpers import migrated, sql
 

@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer, Reply, stepping_policy
-from bot.state import Status
+from bot.model.state import Status
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer, Reply, stepping_policy
 from tests.conftest import REPO
 from tests.processes import run_bot
 from tests.rig import Rig, config_text

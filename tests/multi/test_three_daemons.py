@@ -13,9 +13,9 @@ import threading
 import time
 from pathlib import Path
 
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer, stepping_policy
-from bot.state import Status
+from bot.model.state import Status
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer, stepping_policy
 from tests.conftest import REPO
 from tests.multi.harness import MARKER, Fleet, key, shared_config, wait_until
 

@@ -45,15 +45,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from bot.agent.lifecycle import CLOSED_NOTE, PAUSED_NOTE, STOPPED_NOTE
-from bot.config import LabelSettings
-from bot.daemon import Daemon
-from bot.forge._util import format_time
-from bot.labels import label_for
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer
-from bot.sandbox.world import SComment, SEvent, StepClock, SThread
-from bot.state import Status, TaskState
+from bot.core.clock import format_time
+from bot.core.config import LabelSettings
+from bot.model.state import Status, TaskState
+from bot.service.daemon import Daemon
+from bot.task.labels import label_for
+from bot.task.lifecycle import CLOSED_NOTE, PAUSED_NOTE, STOPPED_NOTE
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer
+from bot_sandbox.world import SComment, SEvent, StepClock, SThread
 from tests.conftest import ALICE_TOKEN, BOT_TOKEN, REPO
 from tests.rig import Rig, comment_id
 from tests.store.helpers import migrated
@@ -67,7 +67,7 @@ MARKER = re.compile(r"<!-- bot:[^>]*:(?:ignored-(?:label:)?)?(\d+) -->")
 COMMANDS = ("pause", "resume", "stop")
 CONTROL_LABELS = {"paused": LABELS.paused, "stopped": LABELS.stopped, "trigger": LABELS.trigger}
 # What the bot may say while a mode is in force: the state's own announcement, and that it
-# ignored a non-writer's control (controls_trust.py says so whatever the task is doing).
+# ignored a non-writer's control (task/gate.py says so whatever the task is doing).
 ALLOWED_SAYING = {
     "paused": (PAUSED_NOTE,),
     "stopped": (STOPPED_NOTE,),
@@ -342,7 +342,7 @@ class Protocol(RuleBasedStateMachine):
     def _non_writers_controls_undone(self, start: int, status: Status) -> None:
         """A poll that checked an open task's controls took off the paused or stopped label
         `bob` added before it, and put back the paused label he took off a paused task, each
-        with its notice (controls_trust.py)."""
+        with its notice (task/gate.py)."""
         assert self.thread is not None
         changes = [
             ("labeled", n) for n in (LABELS.paused, LABELS.stopped) if n in self.thread.labels

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from bot.sandbox.llm_server import count_tool_results
-from bot.sandbox.world import StepClock
-from bot.state import Status
+from bot.model.state import Status
+from bot_sandbox.llm_server import count_tool_results
+from bot_sandbox.world import StepClock
 from tests.conftest import REPO
 from tests.rig import Rig, comment_id
 

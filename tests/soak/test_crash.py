@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import ForgeServer, RecordedRequest
-from bot.sandbox.llm_server import LLMServer, stepping_policy
-from bot.state import StateStore, Status
+from bot.model.state import Status
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.store.task_files import StateStore
+from bot_sandbox.forge_server import ForgeServer, RecordedRequest
+from bot_sandbox.llm_server import LLMServer, stepping_policy
 from tests.conftest import REPO
 from tests.processes import run_bot, start_bot, write_config
 
@@ -202,7 +203,7 @@ FINISH_STEPS = {
 def test_crash_during_finish_makes_one_branch_one_commit_one_request(
     server: ForgeServer, model: LLMServer, platform: str, tmp_path: Path, moment: str
 ) -> None:
-    from bot.sandbox.llm_server import demo_policy
+    from bot_sandbox.llm_server import demo_policy
 
     server.world.push(
         platform,

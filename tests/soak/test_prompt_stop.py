@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer, count_tool_results, stepping_policy
-from bot.state import StateStore, Status
+from bot.model.state import Status
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.store.task_files import StateStore
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer, count_tool_results, stepping_policy
 from tests.conftest import REPO
 from tests.processes import run_bot, start_bot, write_config
 
@@ -74,7 +75,7 @@ def test_a_model_call_is_not_abandoned_without_a_stop(model: LLMServer) -> None:
 
     from bot.llm.base import LLMError
     from bot.llm.openai_client import OpenAIClient
-    from bot.sandbox.llm_server import Scripted
+    from bot_sandbox.llm_server import Scripted
 
     client = OpenAIClient(model.url, "scripted-model", stop=threading.Event(), max_retries=0)
     model.push(Scripted(content="hello", delay=0.5), Scripted(status=500))

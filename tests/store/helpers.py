@@ -6,8 +6,8 @@ from pathlib import Path
 
 import psycopg
 
-from bot.forge.types import TaskKey
-from bot.state import Status, TaskState
+from bot.model.state import Status, TaskState
+from bot.model.thread import TaskKey
 from bot.store import schema
 from bot.store.files import FileStore
 from bot.store.postgres import PostgresStore

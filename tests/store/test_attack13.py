@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.forge.types import TaskKey
-from bot.prune import prune
-from bot.state import LeaseLost, StateError, Status, TaskState
+from bot.model.state import Status, TaskState
+from bot.model.thread import TaskKey
+from bot.service.prune import prune
 from bot.store.base import QueuedJob
+from bot.store.errors import LeaseLost, StateError
 from bot.store.pg_lease import claim
 from bot.store.postgres import PostgresStore
 from bot.store.transfer import TaskRecord, copy_store

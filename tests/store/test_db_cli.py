@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.state import DaemonLock, Status
+from bot.model.state import Status
 from bot.store import schema
 from bot.store.files import FileStore
+from bot.store.task_files import DaemonLock
 from tests.store.helpers import KEY, file_store, migrated, pg_store, state
 
 CONFIG = """

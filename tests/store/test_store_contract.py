@@ -11,10 +11,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from bot.forge.types import TaskKey
-from bot.state import LeaseLost, StateError, Status, TaskBusy, TaskState
+from bot.model.state import Status, TaskState
+from bot.model.thread import TaskKey
 from bot.store import schema
 from bot.store.base import QueuedJob, Store
+from bot.store.errors import LeaseLost, StateError, TaskBusy
 from bot.store.files import FileStore
 from bot.store.pg_lease import claim
 from bot.store.pg_queue import PgDeliveries

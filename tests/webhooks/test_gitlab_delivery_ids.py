@@ -17,11 +17,11 @@ import gitlab
 import pytest
 import requests
 
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.webhook_sender import Target, WebhookSender
-from bot.webhooks.seen import SeenDeliveries
-from bot.webhooks.server import WebhookApp, WebhookServer
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.service.webhooks.server import WebhookApp, WebhookServer
+from bot.store.seen import SeenDeliveries
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.webhook_sender import Target, WebhookSender
 from tests.conftest import ALICE_TOKEN, REPO
 
 SECRET = b"gl-emulated-secret"

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import requests
 
-from bot.forge.types import Kind, Platform, TaskKey
-from bot.webhooks.seen import SeenDeliveries
-from bot.webhooks.server import WebhookApp, WebhookServer
-from bot.webhooks.verify import github_signature
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.service.webhooks.server import WebhookApp, WebhookServer
+from bot.service.webhooks.verify import github_signature
+from bot.store.seen import SeenDeliveries
 
 GH_SECRET = b"gh-webhook-secret"
 GL_SECRET = b"gl-webhook-secret"

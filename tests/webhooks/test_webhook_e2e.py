@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from bot.daemon import Daemon
-from bot.sandbox.webhook_sender import Target, WebhookSender
-from bot.sandbox.world import SThread
-from bot.state import Status
-from bot.webhooks.factory import build_webhooks
+from bot.model.state import Status
+from bot.service.daemon import Daemon
+from bot.service.webhooks.factory import build_webhooks
+from bot_sandbox.webhook_sender import Target, WebhookSender
+from bot_sandbox.world import SThread
 from tests.conftest import REPO
 from tests.rig import Rig
 from tests.test_agent_e2e import CHANGE, scripted

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.sandbox.forge_server import ForgeServer
-from bot.sandbox.llm_server import LLMServer
-from bot.sandbox.world import SThread
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer
+from bot_sandbox.world import SThread
 from tests.rig import Rig
 from tests.webhooks.test_webhook_e2e import done, polls, running, wait_for
 

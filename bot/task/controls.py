@@ -1,0 +1,127 @@
+"""Pause, resume and stop from the thread: labels, and slash commands from trusted writers."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+
+from bot.core.clock import format_time, parse_time
+from bot.core.config import LabelSettings
+from bot.forge.base import Forge
+from bot.model.state import TaskState
+from bot.model.thread import TaskKey
+from bot.model.trust import Identity, NewComment, Trust
+
+_COMMAND = re.compile(r"^\s*/bot(?:\s+(pause|resume|stop|start))?\s*$", re.IGNORECASE)
+
+
+class Command(StrEnum):
+    START = "start"
+    PAUSE = "pause"
+    RESUME = "resume"
+    STOP = "stop"
+
+
+def parse_command(body: str) -> Command | None:
+    """A command is a comment whose first non-empty line is `/bot [verb]`."""
+    for line in body.splitlines():
+        if not line.strip():
+            continue
+        match = _COMMAND.match(line)
+        if match is None:
+            return None
+        return Command((match.group(1) or "start").lower())
+    return None
+
+
+@dataclass(frozen=True)
+class Split:
+    talk: list[NewComment]  # for the model (a command's extra lines included)
+    commands: list[Command]  # oldest first
+    pure: list[NewComment]  # comments that were nothing but a command
+    # Comments whose command is obeyed now and whose other text is in `talk`.
+    obeyed: list[NewComment] = field(default_factory=list)
+    times: list[datetime] = field(default_factory=list)  # when each command was written
+
+    def commands_after(self, at: datetime) -> list[Command]:
+        """The commands written after `at` (one second is a tie: not after)."""
+        return [c for c, when in zip(self.commands, self.times, strict=True) if when > at]
+
+
+def split_commands(
+    comments: Iterable[NewComment], obeyed: Mapping[str, str] | None = None
+) -> Split:
+    """Separate commands (only from trusted writers, edits ignored) from conversation.
+
+    `/bot pause` on its first line, more text below: the command is obeyed and the text is
+    still delivered, without the command line. A version in `obeyed` had its command obeyed
+    at an earlier check (its text waited): only its text is left.
+    """
+    split = Split([], [], [])
+    done = obeyed or {}
+    for item in comments:
+        command = parse_command(item.comment.body) if item.trusted and not item.edited else None
+        if command is None:
+            split.talk.append(item)
+            continue
+        rest = _after_command(item.comment.body)
+        again = done.get(item.comment.id, "") >= format_time(item.comment.updated_at)
+        if not again:
+            split.commands.append(command)
+            split.times.append(item.comment.created_at)
+        if rest:
+            split.talk.append(replace(item, comment=replace(item.comment, body=rest)))
+            if not again:
+                split.obeyed.append(item)
+        elif not again:
+            split.pure.append(item)
+    return split
+
+
+def _after_command(body: str) -> str:
+    lines = body.strip().splitlines()
+    return "\n".join(lines[1:]).strip()
+
+
+class Decision(StrEnum):
+    RUN = "run"
+    PAUSE = "pause"
+    STOP = "stop"
+
+
+def decide(
+    labels: frozenset[str], commands: Iterable[Command], settings: LabelSettings
+) -> Decision:
+    """What the thread asks for now.
+
+    A paused task carries the paused label (the bot keeps it so), hence the label alone says
+    whether to pause: added by a person it pauses, removed it resumes. The stopped label
+    always stops. Then the commands, oldest first, so the newest one wins.
+    """
+    if settings.stopped in labels:
+        return Decision.STOP
+    pause = settings.paused in labels
+    for command in commands:
+        if command is Command.STOP:
+            return Decision.STOP
+        pause = command is Command.PAUSE
+    return Decision.PAUSE if pause else Decision.RUN
+
+
+def handed_back(
+    forge: Forge, key: TaskKey, state: TaskState, identity: Identity, trust: Trust
+) -> bool:
+    """Did a writer comment `/bot` (or `/bot resume`) on a finished task since it finished?"""
+    since = parse_time(state.comments_since) if state.comments_since else None
+    for comment in forge.list_comments(key, since=since):
+        seen = state.seen.get(comment.id)
+        if seen is not None and seen >= format_time(comment.updated_at):
+            continue
+        if comment.author_is_bot or identity.ignores(comment.author) or not trust.trusted(comment):
+            continue
+        if parse_command(comment.body) in (Command.START, Command.RESUME):
+            return True
+    return False

@@ -1,0 +1,161 @@
+"""The safe point: where a running task listens to its thread before it acts again.
+
+One check reads the thread (state and labels) and the comments changed since the cursor, then:
+
+- the daemon is stopping                -> halt (interrupted; resumes from disk)
+- the thread is gone (404/410)          -> halt (stopped, reason `deleted`)
+- the thread is closed or merged        -> halt (stopped, reason `closed`)
+- a stop or pause from the controls     -> halt (stopped / paused)
+- a resume while paused                 -> running again
+- human talk, when `deliver` is set     -> appended to the conversation, then marked seen
+
+Commands are consumed at every check; talk is delivered only at full checks (between a tool
+call and the next one the results of one reply must stay together). Talk that is not delivered
+stays undelivered: the comment detector's cursor never moves past it (docs/comment-protocol.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bot.core.clock import format_time
+from bot.core.config import LabelSettings
+from bot.core.log import get_logger
+from bot.core.metrics import Metrics
+from bot.forge.base import Forge
+from bot.forge.errors import ForgeError, NotFound
+from bot.model.state import Status
+from bot.model.thread import TaskKey, Thread
+from bot.model.trust import NewComment
+from bot.store.base import ConversationLog
+from bot.task.comments import CommentDetectionManager
+from bot.task.controls import Command, Decision, Split, decide, split_commands
+from bot.task.lifecycle import Lifecycle
+from bot.task.outcome import Outcome
+
+log = get_logger(__name__)
+CLOSED_STATES = frozenset({"closed", "merged"})
+
+
+@dataclass(frozen=True)
+class Check:
+    halt: Outcome | None = None  # the task must stop working now
+    delivered: bool = False  # new talk was added to the conversation
+
+
+def is_gone(exc: ForgeError) -> bool:
+    """A deleted thread: 404, or GitHub's 410 Gone for an issue deleted from the repository."""
+    return isinstance(exc, NotFound) or exc.status == 410
+
+
+class SafePoint:
+    def __init__(
+        self,
+        forge: Forge,
+        key: TaskKey,
+        detector: CommentDetectionManager,
+        conversation: ConversationLog,
+        lifecycle: Lifecycle,
+        labels: LabelSettings,
+        stop: threading.Event,
+        metrics: Metrics,
+    ) -> None:
+        self.forge = forge
+        self.key = key
+        self.detector = detector
+        self.conversation = conversation
+        self.lifecycle = lifecycle
+        self.label_settings = labels
+        self.stop = stop
+        self.metrics = metrics
+        self.thread: Thread | None = None  # as last read
+        # The thread's labels as trusted people left them (bot/task/gate.py).
+        self.trusted_labels: Callable[[frozenset[str]], frozenset[str]] = lambda labels: labels
+        # When a label was last added, from the forge's events (bot/task/gate.py).
+        self.labelled_at: Callable[[str], datetime | None] = lambda name: None
+        self.step: Callable[[], int] = lambda: lifecycle.state.step
+
+    def read_thread(self) -> Check:
+        """The thread as it is now; a halt if it was deleted or closed."""
+        try:
+            thread = self.forge.get_thread(self.key)
+        except ForgeError as exc:
+            if is_gone(exc):
+                return Check(halt=self.lifecycle.gone(exc.status))
+            raise
+        self.thread = thread
+        self.lifecycle.labels = self.trusted_labels(thread.labels)
+        if thread.state in CLOSED_STATES:
+            return Check(halt=self.lifecycle.closed())
+        return Check()
+
+    def check(self, deliver: bool = True) -> Check:
+        if self.stop.is_set():
+            self.lifecycle.save()
+            return Check(halt=Outcome.INTERRUPTED)
+        thread = self.read_thread()  # first: a deleted thread has no comments to list
+        if thread.halt is not None:
+            return thread
+        fresh = self.detector.check_for_new_comments()
+        split = split_commands(fresh, obeyed=self.detector.obeyed)
+        self._record_commands(split.pure, split.obeyed, [str(c) for c in split.commands])
+        decision = decide(self.lifecycle.labels, self._commands(split), self.label_settings)
+        if decision is Decision.STOP:
+            return Check(halt=self.lifecycle.stop())
+        if decision is Decision.PAUSE:
+            return Check(halt=self.lifecycle.pause())
+        if self.lifecycle.state.status is Status.PAUSED:
+            self.lifecycle.resume()
+        if not split.talk or not deliver:
+            self.lifecycle.save()
+            return Check()
+        self._deliver(split.talk)
+        return Check(delivered=True)
+
+    def _commands(self, split: Split) -> list[Command]:
+        """The commands that count against the labels: a person's paused label added after a
+        `/bot resume` or `/bot` is the newer control and is not cancelled by it (same second:
+        the pause wins, the side without side effects). The bot's own paused label on a paused
+        task is older than any command it has not read yet: no lookup."""
+        paused = self.label_settings.paused
+        state = self.lifecycle.state
+        own = state.status is Status.PAUSED and state.labels_applied == Status.PAUSED.value
+        unpause = {Command.RESUME, Command.START} & set(split.commands)
+        if paused not in self.lifecycle.labels or own or not unpause:
+            return split.commands
+        at = self.labelled_at(paused)
+        return split.commands if at is None else split.commands_after(at)
+
+    def _record_commands(
+        self, pure: list[NewComment], obeyed: list[NewComment], commands: list[str]
+    ) -> None:
+        """Consumed commands go on record before they count as seen (or obeyed)."""
+        if not pure and not obeyed:
+            return
+        self.conversation.append(
+            {
+                "role": "control",
+                "kind": "control",
+                "commands": commands,
+                "comments": [_ref(c) for c in pure],  # settled: nothing else in them
+                "obeyed": [_ref(c) for c in obeyed],  # command done, its text still to deliver
+            }
+        )
+        self.detector.mark_seen(pure)
+        self.detector.mark_obeyed(obeyed)
+
+    def _deliver(self, talk: list[NewComment]) -> None:
+        self.detector.add_to_context(talk, step=self.step())
+        self.lifecycle.save()
+        now = datetime.now(UTC)
+        for item in talk:
+            delay = (now - item.comment.updated_at).total_seconds()
+            self.metrics.comment_delivery.observe(max(delay, 0.0))
+        log.info("comments_delivered", count=len(talk), ids=[c.comment.id for c in talk])
+
+
+def _ref(item: NewComment) -> dict[str, str]:
+    return {"id": item.comment.id, "updated_at": format_time(item.comment.updated_at)}

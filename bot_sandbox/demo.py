@@ -1,0 +1,153 @@
+"""`bot sandbox`: the whole product against a local emulated forge and model, no token needed."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from bot.core import log as logging_setup
+from bot.core.config import JailSettings, parse_settings
+from bot.forge.factory import build_sources
+from bot.jail.factory import jail_problem
+from bot.llm.factory import build_llm
+from bot.service.daemon import Daemon
+from bot_sandbox.forge_server import ForgeServer
+from bot_sandbox.llm_server import LLMServer, demo_policy
+from bot_sandbox.world import SThread
+
+DEMO_TOKEN = "sandbox-token-not-a-secret"
+
+DEMO_FILES = {
+    "README.md": "# demo\n\nA tiny project used by `bot sandbox`.\n",
+    "demo/__init__.py": "",
+    "demo/greet.py": 'def greet(name: str) -> str:\n    return "Hello " + name\n',
+    "demo/test_greet.py": (
+        "import unittest\n\nfrom demo.greet import greet\n\n\n"
+        "class GreetTest(unittest.TestCase):\n"
+        "    def test_punctuation(self) -> None:\n"
+        '        self.assertEqual(greet("Ann"), "Hello Ann!")\n'
+    ),
+    # The repository names its checks; the bot runs them in the jail before it publishes.
+    ".coding-agent.yml": "checks:\n  - python3 -m unittest -v demo.test_greet\n",
+}
+
+
+def seed(server: ForgeServer) -> list[SThread]:
+    world = server.world
+    world.add_user("coding-bot", token=DEMO_TOKEN)
+    roles = {"alice": "write", "coding-bot": "write"}
+    world.add_repo("github", "demo/app", files=DEMO_FILES, roles=roles)
+    world.add_repo("gitlab", "demo/app", files=DEMO_FILES, roles=roles)
+    body = "greet() should add an exclamation mark. Please fix demo/greet.py."
+    return [
+        world.add_thread(
+            platform,
+            "demo/app",
+            title="Greeting lacks punctuation",
+            body=body,
+            labels=["coding agent"],
+        )
+        for platform in ("github", "gitlab")
+    ]
+
+
+def sandbox_config(forge_url: str, llm_url: str, model: str, state_dir: Path) -> str:
+    return f"""
+state_dir: {state_dir}
+poll_interval_seconds: 5
+github:
+  api_url: "{forge_url}"
+  token: {DEMO_TOKEN}
+  repositories: [demo/app]
+  seconds_between_writes: 0
+gitlab: {{url: "{forge_url}", token: {DEMO_TOKEN}, projects: [demo/app]}}
+llm: {{base_url: "{llm_url}", model: "{model}", context_window: 8192}}
+jail: {{enabled: {str(jail_works()).lower()}}}
+"""
+
+
+def jail_works() -> bool:
+    """The demo runs its checks in bubblewrap where it can; elsewhere it says they were not run."""
+    return jail_problem(JailSettings(enabled=True)) is None
+
+
+class ThreadPrinter:
+    """Prints each demo thread as it evolves: new comments and label changes."""
+
+    def __init__(self, forge: ForgeServer, threads: list[tuple[str, SThread]]) -> None:
+        self.forge = forge
+        self.threads = threads
+        self.shown: dict[int, object] = {}  # comment id -> the version printed
+        self.labels: dict[int, list[str]] = {}
+
+    def show_new(self) -> None:
+        with self.forge.world.lock:
+            for platform, thread in self.threads:
+                name = f"{platform} #{thread.number}"
+                if self.labels.get(thread.id) != thread.labels:
+                    self.labels[thread.id] = list(thread.labels)
+                    print(f"[{name}] labels: {', '.join(thread.labels) or '(none)'}", flush=True)
+                for comment in thread.comments:
+                    seen = self.shown.get(comment.id)
+                    if seen == comment.updated_at:
+                        continue
+                    edited = " (edited)" if seen is not None else ""
+                    self.shown[comment.id] = comment.updated_at
+                    body = MARKER.sub("", comment.body).strip()
+                    indented = "\n".join(f"    {line}" for line in body.splitlines())
+                    print(f"[{name}] @{comment.author.login}{edited}:\n{indented}", flush=True)
+
+    def follow(self, done: threading.Event) -> None:
+        while not done.wait(0.3):
+            self.show_new()
+        self.show_new()
+
+
+MARKER = re.compile(r"<!-- bot:[^>]*-->")
+
+
+def run_demo(
+    state_dir: Path | None,
+    llm_url: str | None = None,
+    llm_model: str = "llama3.1",
+    until_done: bool = False,
+) -> int:
+    logging_setup.configure("warning", stream=sys.stderr)
+    directory = state_dir or Path(tempfile.mkdtemp(prefix="bot-sandbox-"))
+    with ForgeServer() as forge, LLMServer(demo_policy()) as model:
+        threads = seed(forge)
+        url, name = (llm_url, llm_model) if llm_url else (model.url, model.model)
+        settings = parse_settings(sandbox_config(forge.url, url, name, directory), {})
+        print(f"sandbox: forge {forge.url} (GitHub at /, GitLab at /api/v4), model {url}")
+        print(f"sandbox: state in {directory}; demo issues labelled 'coding agent'\n", flush=True)
+        for platform, thread in zip(("github", "gitlab"), threads, strict=True):
+            opened = f"@{thread.author.login} opened: {thread.title}\n    {thread.body}"
+            print(f"[{platform} #{thread.number}] {opened}")
+        printer = ThreadPrinter(forge, list(zip(("github", "gitlab"), threads, strict=True)))
+        finished = threading.Event()
+        watcher = threading.Thread(target=printer.follow, args=(finished,), daemon=True)
+        watcher.start()
+        stop = threading.Event()
+        daemon = Daemon(settings, build_sources(settings, stop), build_llm(settings.llm), stop)
+        daemon.initialize()
+        try:
+            daemon.run_once()
+            if not until_done:
+                print(
+                    "\nsandbox: the demo tasks ended; the daemon keeps polling (Ctrl-C to quit)",
+                    flush=True,
+                )
+                signal.signal(signal.SIGINT, lambda *_: stop.set())
+                signal.signal(signal.SIGTERM, lambda *_: stop.set())
+                daemon.run_forever()
+        finally:
+            daemon.close()
+            finished.set()
+            watcher.join()
+        ok = all("coding agent done" in t.labels for t in threads)
+        print(f"\nsandbox: {'all demo tasks done' if ok else 'a demo task did not finish'}")
+        return 0 if ok else 1
