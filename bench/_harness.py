@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from bot.app import build_daemon
 from bot.core.config import Settings, parse_settings
-from bot.forge.factory import Source, build_sources
-from bot.llm.factory import build_llm
+from bot.forge.factory import Source
 from bot.service.daemon import Daemon
 from bot_sandbox.forge_server import ForgeServer
 from bot_sandbox.llm_server import LLMServer
@@ -49,6 +49,6 @@ log_level: error
 
 def daemon(cfg: Settings, sources: list[Source] | None = None) -> Daemon:
     stop = threading.Event()
-    d = Daemon(cfg, sources or build_sources(cfg, stop), build_llm(cfg.llm), stop)
+    d = build_daemon(cfg, stop, sources=sources)
     d.initialize()
     return d

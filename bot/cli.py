@@ -17,20 +17,17 @@ from pathlib import Path
 
 import yaml
 
+from bot.app import Application, ListenError
 from bot.context.tokens import TokenCounter, encoding_for
 from bot.core import log as logging_setup
 from bot.core.config import ConfigError, Runtime, Settings, load_settings, summary
-from bot.core.metrics import Metrics
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import build_sources
 from bot.jail.factory import jail_problem
-from bot.llm.factory import build_llm
 from bot.model.thread import TaskKey
-from bot.service.daemon import Daemon
 from bot.service.health import check
 from bot.service.notify import Notifier
 from bot.service.prune import parse_duration, prune
-from bot.service.webhooks.factory import build_webhooks
 from bot.store.errors import DatabaseError, StateError
 from bot.store.factory import build_store
 from bot.task.preview import preview
@@ -266,14 +263,12 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    metrics = Metrics()
     runtime = Runtime.from_environ()
     notifier = Notifier(runtime.notify_socket, runtime.watchdog_usec)
     try:
-        # A GitHub App's installations are looked up here: errors as for initialize().
-        sources = build_sources(settings, stop, metrics)
-        daemon = Daemon(settings, sources, build_llm(settings.llm, stop), stop, metrics, notifier)
-        daemon.initialize()
+        with Application(settings, once=once, stop=stop, notifier=notifier) as app:
+            app.run()
+            auth_error = app.daemon.auth_error
     except DatabaseError as exc:  # away for now (a restart may find it): not the config's fault
         log.error("database_unavailable", error=str(exc))
         return EXIT_FAILURE
@@ -286,37 +281,11 @@ def run_daemon(settings: Settings, *, once: bool) -> int:
     except ForgeError as exc:
         log.error("forge_unavailable", error=str(exc), status=exc.status)
         return EXIT_FAILURE
-    if settings.metrics is not None:
-        try:
-            metrics.serve(settings.metrics.listen)
-        except OSError as exc:
-            daemon.close()
-            print(f"bot: metrics.listen {settings.metrics.listen}: {exc.strerror}", file=sys.stderr)
-            return EXIT_CONFIG
-    try:  # binding the port happens here: a taken port is a configuration error
-        webhooks = (
-            None
-            if once
-            else build_webhooks(settings, daemon.request_check, daemon.store.deliveries())
-        )
-    except OSError as exc:
-        daemon.close()
-        listen = settings.webhooks.listen if settings.webhooks else ""
-        print(f"bot: webhooks.listen {listen}: {exc.strerror}", file=sys.stderr)
+    except ListenError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    if webhooks is not None:
-        webhooks.start()
-    try:
-        if once:
-            daemon.run_once()
-        else:
-            daemon.run_forever()
-    finally:
-        if webhooks is not None:
-            webhooks.stop()
-        daemon.close()
     log.info("daemon_exit")
-    if once and daemon.auth_error is not None:
+    if once and auth_error is not None:
         return EXIT_FAILURE  # the token was rejected during the cycle: the work did not happen
     return EXIT_OK
 

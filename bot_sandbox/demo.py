@@ -9,12 +9,10 @@ import tempfile
 import threading
 from pathlib import Path
 
+from bot.app import build_daemon
 from bot.core import log as logging_setup
 from bot.core.config import JailSettings, parse_settings
-from bot.forge.factory import build_sources
 from bot.jail.factory import jail_problem
-from bot.llm.factory import build_llm
-from bot.service.daemon import Daemon
 from bot_sandbox.forge_server import ForgeServer
 from bot_sandbox.llm_server import LLMServer, demo_policy
 from bot_sandbox.world import SThread
@@ -132,7 +130,7 @@ def run_demo(
         watcher = threading.Thread(target=printer.follow, args=(finished,), daemon=True)
         watcher.start()
         stop = threading.Event()
-        daemon = Daemon(settings, build_sources(settings, stop), build_llm(settings.llm), stop)
+        daemon = build_daemon(settings, stop)
         daemon.initialize()
         try:
             daemon.run_once()

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.app import build_daemon
 from bot.core.config import Settings, parse_settings
 from bot.forge.factory import build_sources
-from bot.llm.factory import build_llm
 from bot.model.state import TaskState
 from bot.model.thread import Kind, Platform, TaskKey
 from bot.service.daemon import Daemon
@@ -102,11 +102,10 @@ class Rig:
 
     def daemon(self) -> Daemon:
         settings = self.settings
-        daemon = Daemon(
+        daemon = build_daemon(
             settings,
-            build_sources(settings, self.stop, wall_clock=self.clock),
-            build_llm(settings.llm, self.stop),
             self.stop,
+            sources=build_sources(settings, self.stop, wall_clock=self.clock),
         )
         daemon.initialize()
         return daemon

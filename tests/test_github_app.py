@@ -11,13 +11,12 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from bot.app import build_daemon
 from bot.core.config import ConfigError, Settings, parse_settings
 from bot.forge.errors import AuthError
 from bot.forge.factory import build_sources
 from bot.forge.github_app import GitHubApp
-from bot.llm.factory import build_llm
 from bot.model.state import Status
-from bot.service.daemon import Daemon
 from bot_sandbox.forge_server import ForgeServer
 from bot_sandbox.github_app_api import AppEmulator
 from bot_sandbox.llm_server import LLMServer
@@ -85,7 +84,7 @@ def test_the_daemon_runs_as_the_app(
     model.policy = lambda request: {"tool_calls": [("finish", {"summary": "It prints hi."})]}
     settings = app_settings(server, model, tmp_path, app)
     stop = threading.Event()
-    daemon = Daemon(settings, build_sources(settings, stop), build_llm(settings.llm), stop)
+    daemon = build_daemon(settings, stop)
     daemon.initialize()
     try:
         daemon.run_once()

@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from bot.app import build_daemon
 from bot.core.config import ConfigError, parse_settings
-from bot.forge.factory import build_sources
-from bot.llm.factory import build_llm
 from bot.model.state import Status
 from bot.model.thread import Kind, Platform, TaskKey
 from bot.service.daemon import Daemon
@@ -49,7 +48,7 @@ def make_daemon(
     def make(extra: str = "", app_extra: str = "") -> Daemon:
         settings = app_settings(server, model, tmp_path, app, extra, app_extra)
         stop = threading.Event()
-        daemon = Daemon(settings, build_sources(settings, stop), build_llm(settings.llm), stop)
+        daemon = build_daemon(settings, stop)
         daemon.initialize()
         made.append(daemon)
         return daemon

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from bot.app import build_daemon
 from bot.cli import main
 from bot.service.health import HeartbeatWriter
 from bot_sandbox.forge_server import ForgeServer
@@ -129,9 +130,6 @@ def free_port() -> int:
 
 def test_metrics_endpoint_is_scraped(rig: Rig) -> None:
     from bot.core.metrics import Metrics
-    from bot.forge.factory import build_sources
-    from bot.llm.factory import build_llm
-    from bot.service.daemon import Daemon
 
     rig.issue(title="Say hi", body="nothing to change")
     rig.comment(rig.forge.world.all_threads()[0], "hello")
@@ -140,13 +138,7 @@ def test_metrics_endpoint_is_scraped(rig: Rig) -> None:
     port = free_port()
     metrics.serve(f"127.0.0.1:{port}")
     settings = rig.settings
-    daemon = Daemon(
-        settings,
-        build_sources(settings, rig.stop, metrics),
-        build_llm(settings.llm),
-        rig.stop,
-        metrics,
-    )
+    daemon = build_daemon(settings, rig.stop, metrics=metrics)
     daemon.initialize()
     try:
         daemon.run_once()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 
@@ -42,6 +44,16 @@ class Metrics:
             registry=r,
         )
 
-    def serve(self, listen: str) -> None:
+    def serve(self, listen: str) -> Callable[[], None]:
+        """Serve `/metrics` on `listen` (host:port); returns what stops it again."""
         host, _, port = listen.rpartition(":")
-        start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        server, thread = start_http_server(
+            int(port), addr=host or "127.0.0.1", registry=self.registry
+        )
+
+        def close() -> None:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+
+        return close

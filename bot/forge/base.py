@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from bot.forge.inbox import Cursors, MentionBatch
 from bot.model.git import BranchHead, ChangedPaths, ChangeRequest, FileChange, TreeEntry
 from bot.model.thread import (
     Comment,
@@ -95,3 +96,35 @@ class Forge(Protocol):
     ) -> ChangeRequest:
         """A pull/merge request from `branch` into `base` (a draft unless `draft` is false)."""
         ...
+
+
+# -- optional capabilities: a forge has them or not; callers ask with `isinstance` ------------
+
+
+@runtime_checkable
+class CrossRepoListing(Protocol):
+    """Lists the watched threads of many repositories in a few requests (search): worth it
+    from `cross_repo_from` repositories on."""
+
+    cross_repo_from: int
+
+    def list_tasks_across(self, repos: Sequence[str]) -> tuple[list[TaskSummary], list[str]]:
+        """(threads found, repositories the listing could not cover: list them one by one)."""
+        ...
+
+
+@runtime_checkable
+class MentionInbox(Protocol):
+    """Reads the account's inbox (notifications, To-Do items) for mentions of the bot."""
+
+    def mention_batch(self, repos: Sequence[str], cursors: Cursors | None = None) -> MentionBatch:
+        """The threads of `repos` where a writer called the bot; nothing is marked read before
+        the batch is committed."""
+        ...
+
+
+@runtime_checkable
+class RateLimits(Protocol):
+    """Reports what is left of its rate-limit buckets (for the metrics)."""
+
+    def rate_limits(self) -> dict[str, int]: ...

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from bot.core.config import LabelSettings, Settings
 from bot.core.metrics import Metrics
-from bot.forge.base import Forge
+from bot.forge.base import CrossRepoListing, Forge
 from bot.forge.github import GitHubForge
 from bot.forge.github_app import GitHubApp, Installation
 from bot.forge.gitlab import GitLabForge
@@ -39,7 +39,9 @@ class Source:
     def cross_repo_threshold(self) -> int:
         if self.cross_repo_from is not None:
             return self.cross_repo_from
-        return int(getattr(self.forge, "cross_repo_from", CROSS_REPO_FROM))
+        if isinstance(self.forge, CrossRepoListing):
+            return self.forge.cross_repo_from
+        return CROSS_REPO_FROM
 
     def owns(self, key: TaskKey) -> bool:
         if key.platform is not self.forge.platform:

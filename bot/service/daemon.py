@@ -12,16 +12,17 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 
-from bot.context.tokens import TokenCounter, encoding_for
+from bot.context.tokens import TokenCounter
 from bot.core.config import Settings
 from bot.core.log import get_logger
 from bot.core.metrics import Metrics
+from bot.forge.base import RateLimits
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import AppInstallations, Source, build_app
 from bot.forge.github_app import Installation
 from bot.forge.inbox import ThreadTodos
 from bot.forge.mentions import calls_bot
-from bot.jail.factory import build_jail
+from bot.jail import Jail
 from bot.llm.base import LLMClient
 from bot.model.state import Status, TaskState
 from bot.model.thread import Platform, TaskKey, TaskSummary
@@ -34,7 +35,7 @@ from bot.service.jobqueue import JobQueue
 from bot.service.notify import Notifier
 from bot.store.base import Store
 from bot.store.errors import DatabaseError, LeaseLost, StateError, TaskBusy
-from bot.store.factory import build_store, daemon_name
+from bot.store.factory import daemon_name
 from bot.store.task_files import DaemonLock
 from bot.task.controls import handed_back
 from bot.task.runner import Deps, Outcome, TaskRunner
@@ -69,7 +70,13 @@ class Daemon:
         stop: threading.Event | None = None,
         metrics: Metrics | None = None,
         notifier: Notifier | None = None,
+        *,
+        store: Store,
+        counter: TokenCounter,
+        jail: Jail | None,
     ) -> None:
+        """Everything outside is given (`bot.app.build_daemon` builds it from the config);
+        `jail` is None unless `jail.enabled`."""
         self.settings = settings
         self.sources = sources
         self.llm = llm
@@ -78,7 +85,7 @@ class Daemon:
         self.notifier = notifier or Notifier(None)
         self.heartbeat = HeartbeatWriter(settings.state_dir)
         self._last_poll = "never"
-        self.store: Store = build_store(settings)
+        self.store = store
         self.index = self.store.index()  # a poll reads only the tasks that changed
         self.name = daemon_name(settings)
         self._local_lock = DaemonLock(settings.state_dir)
@@ -92,8 +99,8 @@ class Daemon:
         self._auth_failed: set[str] = set()
         self._rejected: dict[str, str] = {}  # platform -> error, until a poll succeeds again
         self.auth_error: str | None = None  # the last rejection, for `bot run --once`
-        self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
-        self.jail = build_jail(settings.jail)  # None unless jail.enabled
+        self.counter = counter
+        self.jail = jail
         if self.jail is not None:  # which bounds hold here (README, "Running commands")
             log.info("jail_limits", **self.jail.host_limits())
         self._app: AppInstallations | None = next((s.app for s in sources if s.app), None)
@@ -462,7 +469,8 @@ class Daemon:
         platform = worker.source.forge.platform.value
         self._last_poll = datetime.now(UTC).strftime("%H:%M:%SZ") + ("" if ok else " (failed)")
         self.metrics.polls.labels(platform, "ok" if ok else "failed").inc()
-        limits: dict[str, int] = getattr(worker.source.forge, "rate_limits", dict)()
+        forge = worker.source.forge
+        limits = forge.rate_limits() if isinstance(forge, RateLimits) else {}
         for bucket, remaining in limits.items():
             self.metrics.rate_limit_remaining.labels(platform, bucket).set(remaining)
         self._count_tasks(counts)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.core.log import get_logger
+from bot.forge.base import CrossRepoListing, MentionInbox
 from bot.forge.errors import AuthError, ForgeError, RateLimited
 from bot.forge.factory import Source
-from bot.forge.inbox import Cursors, MentionBatch, Recorded
+from bot.forge.inbox import Cursors, Recorded
 from bot.model.thread import TaskSummary
 
 log = get_logger(__name__)
@@ -38,11 +39,10 @@ def discover(source: Source, cursors: Cursors | None = None) -> DiscoveryResult:
     """
     result = DiscoveryResult()
     repos = list(source.repos)
-    across: Callable[[Sequence[str]], tuple[list[TaskSummary], list[str]]] | None
-    across = getattr(source.forge, "list_tasks_across", None)
-    if across is not None and len(repos) >= source.cross_repo_threshold():
+    forge = source.forge
+    if isinstance(forge, CrossRepoListing) and len(repos) >= source.cross_repo_threshold():
         try:
-            found, repos = across(source.repos)
+            found, repos = forge.list_tasks_across(source.repos)
             _found(result, found)
         except AuthError:
             raise
@@ -83,12 +83,10 @@ def _per_repo(result: DiscoveryResult, source: Source, repos: list[str]) -> bool
 
 
 def _mentions(result: DiscoveryResult, source: Source, cursors: Cursors | None) -> None:
-    read: Callable[[Sequence[str], Cursors | None], MentionBatch] | None
-    read = getattr(source.forge, "mention_batch", None)
-    if read is None:
+    if not isinstance(source.forge, MentionInbox):
         return
     try:
-        batch = read(source.repos, cursors)
+        batch = source.forge.mention_batch(source.repos, cursors)
     except AuthError:
         raise
     except ForgeError as exc:

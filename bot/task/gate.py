@@ -11,14 +11,14 @@ after a crash finds it and says nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from bot.core.config import LabelSettings
 from bot.core.log import get_logger
 from bot.forge.base import Forge
-from bot.model.state import Status
+from bot.model.state import Status, TaskState
 from bot.model.thread import ControlEvent, TaskKey
 from bot.model.trust import Trust
 
@@ -60,6 +60,10 @@ class Gate:
         return False
 
     # -- while it runs ----------------------------------------------------------------------
+
+    def of(self, state: Callable[[], TaskState]) -> GateLabels:
+        """This gate as a running task's safe point asks it (the task's state read each time)."""
+        return GateLabels(self, state)
 
     def filter(self, labels: frozenset[str], status: Status, applied: str | None) -> frozenset[str]:
         """The thread's labels as trusted people left them: a control label an untrusted
@@ -148,3 +152,18 @@ def say_once(forge: Forge, key: TaskKey, bot_login: str, tag: str, body: str) ->
         if comment.author == bot_login and marker in comment.body:
             return
     forge.post_comment(key, f"{body}\n\n{marker}")
+
+
+@dataclass(frozen=True)
+class GateLabels:
+    """`LabelTrust` for a safe point: the gate, with the task's status and applied labels."""
+
+    gate: Gate
+    state: Callable[[], TaskState]
+
+    def trusted(self, labels: frozenset[str]) -> frozenset[str]:
+        current = self.state()
+        return self.gate.filter(labels, current.status, current.labels_applied)
+
+    def labelled_at(self, name: str) -> datetime | None:
+        return self.gate.labelled_at(name)

@@ -162,6 +162,7 @@ class _Run:
         labels = self.settings.labels
         self.life = Lifecycle(self.forge, self.store, key, labels, self.detector, self.poster)
         self.life.adopt(state)
+        self.gate = Gate(self.forge, key, deps.identity.login, trust, labels)
         self.safe = SafePoint(
             self.forge,
             key,
@@ -171,12 +172,8 @@ class _Run:
             labels,
             deps.stop,
             deps.metrics,
+            self.gate.of(lambda: self.state),
         )
-        self.gate = Gate(self.forge, key, deps.identity.login, trust, labels)
-        self.safe.trusted_labels = lambda current: self.gate.filter(
-            current, self.state.status, self.state.labels_applied
-        )
-        self.safe.labelled_at = self.gate.labelled_at
         self._workspace: Workspace | None = None
         self._session: CommandSession | None = None
         self._toolbox = self._tools()

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from bot.core.clock import format_time
 from bot.core.config import LabelSettings
@@ -51,6 +52,18 @@ def is_gone(exc: ForgeError) -> bool:
     return isinstance(exc, NotFound) or exc.status == 410
 
 
+class LabelTrust(Protocol):
+    """Whose labels count (bot/task/gate.py `Gate`): given at construction, never assumed."""
+
+    def trusted(self, labels: frozenset[str]) -> frozenset[str]:
+        """The thread's labels as trusted people left them."""
+        ...
+
+    def labelled_at(self, name: str) -> datetime | None:
+        """When a label was last added, from the forge's events."""
+        ...
+
+
 class SafePoint:
     def __init__(
         self,
@@ -62,6 +75,7 @@ class SafePoint:
         labels: LabelSettings,
         stop: threading.Event,
         metrics: Metrics,
+        label_trust: LabelTrust,
     ) -> None:
         self.forge = forge
         self.key = key
@@ -72,10 +86,7 @@ class SafePoint:
         self.stop = stop
         self.metrics = metrics
         self.thread: Thread | None = None  # as last read
-        # The thread's labels as trusted people left them (bot/task/gate.py).
-        self.trusted_labels: Callable[[frozenset[str]], frozenset[str]] = lambda labels: labels
-        # When a label was last added, from the forge's events (bot/task/gate.py).
-        self.labelled_at: Callable[[str], datetime | None] = lambda name: None
+        self.label_trust = label_trust
         self.step: Callable[[], int] = lambda: lifecycle.state.step
 
     def read_thread(self) -> Check:
@@ -87,7 +98,7 @@ class SafePoint:
                 return Check(halt=self.lifecycle.gone(exc.status))
             raise
         self.thread = thread
-        self.lifecycle.labels = self.trusted_labels(thread.labels)
+        self.lifecycle.labels = self.label_trust.trusted(thread.labels)
         if thread.state in CLOSED_STATES:
             return Check(halt=self.lifecycle.closed())
         return Check()
@@ -126,7 +137,7 @@ class SafePoint:
         unpause = {Command.RESUME, Command.START} & set(split.commands)
         if paused not in self.lifecycle.labels or own or not unpause:
             return split.commands
-        at = self.labelled_at(paused)
+        at = self.label_trust.labelled_at(paused)
         return split.commands if at is None else split.commands_after(at)
 
     def _record_commands(
