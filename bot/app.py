@@ -17,10 +17,11 @@ from types import TracebackType
 from bot.context.tokens import TokenCounter, encoding_for
 from bot.core.config import Settings
 from bot.core.metrics import Metrics
-from bot.forge.factory import Source, build_sources
+from bot.forge.factory import Source, build_app, build_sources
 from bot.jail.factory import build_jail
 from bot.llm.base import LLMClient
 from bot.llm.factory import build_llm
+from bot.service.app_refresh import AppRefresh
 from bot.service.daemon import Daemon
 from bot.service.notify import Notifier
 from bot.service.webhooks.factory import build_webhooks
@@ -47,9 +48,10 @@ def build_daemon(
     """A daemon with its collaborators built from `settings` (sources and model may be given,
     as tests and the sandbox do). Not initialised: `Daemon.initialize` takes the store."""
     metrics = metrics or Metrics()
+    sources = sources if sources is not None else build_sources(settings, stop, metrics)
     return Daemon(
         settings,
-        sources if sources is not None else build_sources(settings, stop, metrics),
+        sources,
         llm or build_llm(settings.llm, stop),
         stop,
         metrics,
@@ -57,7 +59,19 @@ def build_daemon(
         store=build_store(settings),
         counter=TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer)),
         jail=build_jail(settings.jail),
+        app_refresh=_app_refresh(settings, stop, metrics, sources),
     )
+
+
+def _app_refresh(
+    settings: Settings, stop: threading.Event, metrics: Metrics, sources: list[Source]
+) -> AppRefresh | None:
+    """A GitHub App's re-reader, over the installations start-up read (or new ones, when it
+    found none yet)."""
+    if settings.github is None or settings.github.app is None:
+        return None
+    known = next((source.app for source in sources if source.app), None)
+    return AppRefresh(lambda: known or build_app(settings, stop, metrics))
 
 
 class Application:

@@ -8,7 +8,7 @@ import itertools
 import threading
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 
@@ -18,8 +18,7 @@ from bot.core.log import get_logger
 from bot.core.metrics import Metrics
 from bot.forge.base import RateLimits
 from bot.forge.errors import AuthError, ForgeError
-from bot.forge.factory import AppInstallations, Source, build_app
-from bot.forge.github_app import Installation
+from bot.forge.factory import Source
 from bot.forge.inbox import ThreadTodos
 from bot.forge.mentions import calls_bot
 from bot.jail import Jail
@@ -28,11 +27,13 @@ from bot.model.state import Status, TaskState
 from bot.model.thread import Platform, TaskKey, TaskSummary
 from bot.model.trust import Identity, Trust
 from bot.repo.snapshot import pin_scope
+from bot.service.app_refresh import AppRefresh
 from bot.service.discovery import discover
 from bot.service.dispatch import Job, plan_jobs
 from bot.service.health import HeartbeatWriter
 from bot.service.jobqueue import JobQueue
 from bot.service.notify import Notifier
+from bot.service.rejections import Rejections
 from bot.store.base import Store
 from bot.store.errors import DatabaseError, LeaseLost, StateError, TaskBusy
 from bot.store.factory import daemon_name
@@ -74,6 +75,7 @@ class Daemon:
         store: Store,
         counter: TokenCounter,
         jail: Jail | None,
+        app_refresh: AppRefresh | None = None,
     ) -> None:
         """Everything outside is given (`bot.app.build_daemon` builds it from the config);
         `jail` is None unless `jail.enabled`."""
@@ -95,16 +97,12 @@ class Daemon:
         self._guard = threading.Lock()
         self._workers: list[_Worker] = []
         self._left_alone: set[str] = set()  # tasks of unconfigured repositories, logged once
-        # Platforms whose token was rejected in the current cycle: logged once per cycle.
-        self._auth_failed: set[str] = set()
-        self._rejected: dict[str, str] = {}  # platform -> error, until a poll succeeds again
-        self.auth_error: str | None = None  # the last rejection, for `bot run --once`
+        self.rejections = Rejections(self.heartbeat)  # tokens the forges refused
         self.counter = counter
         self.jail = jail
         if self.jail is not None:  # which bounds hold here (README, "Running commands")
             log.info("jail_limits", **self.jail.host_limits())
-        self._app: AppInstallations | None = next((s.app for s in sources if s.app), None)
-        self._app_failing = False  # a failed refresh is logged once until one succeeds
+        self.app_refresh = app_refresh  # None: no GitHub App, or never refreshed
         self._job_ids = itertools.count()
         # Mention To-Do items of a thread a webhook named, to mark done when its run ends.
         self._todos_after_run: dict[str, tuple[_Worker, list[str]]] = {}
@@ -185,49 +183,28 @@ class Daemon:
         a new repository is polled from the next poll, a new installation gets a worker (and a
         poll job in `queue`), a removed one is no longer polled and its saved tasks are left
         alone. On any error the previous set stays."""
-        if self.stop.is_set():
+        if self.stop.is_set() or self.app_refresh is None:
             return
-        try:
-            self._app = self._app or build_app(self.settings, self.stop, self.metrics)
-            found = {i.id: i for i in self._app.read()} if self._app else {}
-            workers = self._apply_installations(found, queue)
-        except ForgeError as exc:  # the network, a 5xx, a refused token: the old set stays
-            if not self._app_failing:
-                log.warning("app_refresh_failed", error=f"{type(exc).__name__}: {exc}")
-            self._app_failing = True
+        changes = self.app_refresh.read([worker.source for worker in self._workers])
+        if changes is None:
             return
-        self._app_failing = False
-        with self._guard:
-            self._workers = workers  # one assignment: readers see the old list or the new
-        self._note_unwatched(workers)
-
-    def _apply_installations(
-        self, found: dict[int, Installation], queue: JobQueue | None
-    ) -> list[_Worker]:
+        by_source = {id(worker.source): worker for worker in self._workers}
         workers: list[_Worker] = []
-        for worker in self._workers:
-            number = worker.source.installation
-            if number is None:  # not one of the app's (GitLab)
-                workers.append(worker)
-                continue
-            now = found.pop(number, None)
-            repos = now.repos if now else ()
-            _log_change(number, worker.source.repos, repos)
-            if now is None:
-                if queue is not None:
-                    queue.cancel(worker.job)
-                continue
-            if repos != worker.source.repos:
-                worker.source = replace(worker.source, repos=repos)
+        for before, now in changes.kept:
+            worker = by_source[id(before)]
+            worker.source = now
             workers.append(worker)
-        for installation in found.values():  # new ones
-            _log_change(installation.id, (), installation.repos)
-            assert self._app is not None  # it found them
-            worker = self._new_worker(self._app.source(installation))
+        for before in changes.gone:
+            if queue is not None:
+                queue.cancel(by_source[id(before)].job)
+        for source in changes.new:
+            worker = self._new_worker(source)
             workers.append(worker)
             if queue is not None:
                 self._schedule_poll(queue, worker)
-        return workers
+        with self._guard:
+            self._workers = workers  # one assignment: readers see the old list or the new
+        self._note_unwatched(workers)
 
     def _note_unwatched(self, workers: list[_Worker]) -> None:
         """Running or paused tasks of repositories no installation watches any more: left
@@ -274,22 +251,18 @@ class Daemon:
         platform = worker.source.forge.platform
         view = self.index.refresh()  # once per poll: for the plan and the metrics
         saved = self.index.active_states(view)
-        with self._guard:
-            self._auth_failed.discard(platform.value)  # a new cycle: report it again
+        self.rejections.new_cycle(platform.value)
         try:
             result = discover(worker.source, self.store)
         except AuthError as exc:
             # Nothing on this source can work: one line, no traceback, no task touched.
             self._record_poll(worker, view.counts(), ok=False, error=f"AuthError: {exc}")
-            self._token_rejected(platform.value, exc)
+            self.rejections.rejected(platform.value, exc)
             return
         except Exception as exc:
             self._record_poll(worker, view.counts(), ok=False, error=f"{type(exc).__name__}: {exc}")
             raise  # the job queue's error handler logs it with its traceback
-        with self._guard:
-            self._rejected.pop(platform.value, None)  # the token works again
-            rejected = "; ".join(self._rejected.values()) or None
-        self.heartbeat.auth_failed(rejected, write=False)  # written with the poll below
+        self.rejections.accepted(platform.value)  # the heartbeat is written with the poll
         failed = ", ".join(result.failed_repos)
         self._record_poll(
             worker, view.counts(), ok=not failed, error=f"failed: {failed}" if failed else None
@@ -427,6 +400,11 @@ class Daemon:
         return len(taken)
 
     @property
+    def auth_error(self) -> str | None:
+        """The last token rejection, for `bot run --once`'s exit status."""
+        return self.rejections.last
+
+    @property
     def _lead_seconds(self) -> float:
         # Renewed at every poll; a dead leader's role passes on after two missed polls.
         return 2.0 * self.settings.poll_interval_seconds
@@ -520,25 +498,13 @@ class Daemon:
             log.warning("task_interrupted", task=str(job.key), reason="database", error=str(exc))
             return Outcome.INTERRUPTED
         except AuthError as exc:
-            self._token_rejected(worker.source.forge.platform.value, exc, task=str(job.key))
+            self.rejections.rejected(worker.source.forge.platform.value, exc, task=str(job.key))
             return Outcome.INTERRUPTED
         except Exception as exc:
             # One handler for the unexpected: logged with its traceback, the task resumes
             # next cycle from its saved state, the daemon keeps working.
             log.exception("task_crashed", task=str(job.key), error=type(exc).__name__)
             return Outcome.INTERRUPTED
-
-    def _token_rejected(self, platform: str, exc: AuthError, task: str | None = None) -> None:
-        with self._guard:
-            first = platform not in self._auth_failed
-            self._auth_failed.add(platform)
-            self._rejected[platform] = f"{platform}: {exc}"
-            self.auth_error = str(exc)
-            rejected = "; ".join(self._rejected.values())
-        if first:
-            extra = {"task": task} if task else {}
-            log.error("forge_auth_failed", platform=platform, error=str(exc), **extra)
-            self.heartbeat.auth_failed(rejected)
 
     def _drain(self) -> None:
         while True:
@@ -555,12 +521,3 @@ class Daemon:
     def in_flight(self) -> list[str]:
         with self._guard:
             return sorted(self._in_flight)
-
-
-def _log_change(installation: int, before: tuple[str, ...], after: tuple[str, ...]) -> None:
-    added = sorted(set(after) - set(before))
-    removed = sorted(set(before) - set(after))
-    if added or removed:
-        log.info(
-            "app_installation_changed", installation=installation, added=added, removed=removed
-        )
