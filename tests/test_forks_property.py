@@ -1,10 +1,10 @@
-"""Outsiders stay outside, over generated situations (DESIGN invariant 13): whatever the
-request (an issue, a branch here by a writer or by a reader, a fork by a reader or a writer,
-maintainer edits on or off), whatever happens before and during publishing (the contributor
-pushes, maintainer edits are turned on or off, a person pushes to the target branch), no
-branch of the upstream repository ever gains a commit the bot did not write on top of what
-the repository already had, and a fork's branch gets the bot's commit only on its current head
-while edits are allowed.
+"""Outsiders stay outside, over generated situations (docs/architecture.md, invariant 13):
+whatever the request (an issue, a branch here by a writer or by a reader, a fork by a reader or
+a writer, maintainer edits on or off), whatever happens before and during publishing (the
+contributor pushes, maintainer edits are turned on or off, a person pushes to the target
+branch), no branch of the upstream repository ever gains a commit the bot did not write on top
+of what the repository already had, and a fork's branch gets the bot's commit only on its
+current head while edits are allowed.
 
 Real PyGithub / python-gitlab against the emulator. `FORK_EXAMPLES` examples per forge
 (default 15)."""

@@ -1,6 +1,7 @@
-"""Publishing never discards anyone's commit (DESIGN invariant 12), on both forges, with the
-real clients against the emulator: pushes made while the bot works are merged or stop the task
-with the conflicting files named; modes, symlinks and files left out of the snapshot survive."""
+"""Publishing never discards anyone's commit (docs/architecture.md, invariant 12), on both
+forges, with the real clients against the emulator: pushes made while the bot works are merged
+or stop the task with the conflicting files named; modes, symlinks and files left out of the
+snapshot survive."""
 
 from __future__ import annotations
 

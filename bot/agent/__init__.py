@@ -1,1 +1,1 @@
-"""The agent: step loop, tools, finishing."""
+"""What the model can do: tools, commands, instructions, history (the step loop is bot.task)."""

@@ -55,8 +55,8 @@ class CommandSession:
     # Whether the pinned commit's code is trusted (the rule of the instruction files: the
     # default branch, or a request by someone with write access; no default: nothing
     # trusts a head unless its caller decided so). Untrusted code never gets a network,
-    # and what it prints reaches the model quoted under the untrusted mark (DESIGN
-    # invariant 14).
+    # and what it prints reaches the model quoted under the untrusted mark
+    # (docs/architecture.md, invariant 14).
     head_trusted: bool
     _work: WorkCopy | None = None
     setup_results: list[CommandResult] = field(default_factory=list)

@@ -67,8 +67,9 @@ def repo_tools(
 ) -> list[Tool]:
     """`budget`: the most tokens one tool result may take. `trusted`: whether the repository
     is trusted code; when it is not (a request's head by an author without write access),
-    what the reading tools show of it is quoted under the untrusted mark (DESIGN invariant 14:
-    a file its code wrote is what it printed, by another way)."""
+    what the reading tools show of it is quoted under the untrusted mark
+    (docs/architecture.md, invariant 14: a file its code wrote is what it printed, by another
+    way)."""
 
     def guarded(
         fn: Callable[[Workspace, A], str], reads: bool = False

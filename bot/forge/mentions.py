@@ -1,6 +1,6 @@
 """Whether a text calls the bot: `@login` anywhere (an app's bot `slug[bot]` is mentioned as
 `@slug`), or a `/bot` command (`/bot`, `/bot start`, `/bot resume`) on its first non-empty line,
-the grammar of `bot.controls.parse_command`."""
+the grammar of `bot.task.controls.parse_command`."""
 
 from __future__ import annotations
 

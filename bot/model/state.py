@@ -1,11 +1,7 @@
-"""Per-task state on disk. The state on disk is the truth; labels follow it.
+"""Per-task state: the truth about a task, saved by a `Store` after every step; labels follow it.
 
-Layout under `state_dir`:
-    daemon.lock                                  flock held by the one running daemon
-    tasks/<platform>/<owner__repo>/<kind>-<n>/
-        task.json           atomic: temp file, fsync, os.replace, fsync of the directory
-        conversation.jsonl  append-only, fsync per append; a torn last line is dropped
-        lock                flock held by the worker on this task
+Where a store keeps it (`task.json` under `state_dir`, or the `tasks` table of the database):
+docs/architecture.md, "What is kept where".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Where the bot's work goes: a branch of the task's repository, the request's branch in a
-fork, or a patch in the thread (DESIGN invariant 13).
+fork, or a patch in the thread (docs/architecture.md, invariant 13).
 
 Nothing the bot did not write reaches a branch of the task's repository. A pull/merge request
 whose head comes from outside (it lives in a fork, or its author has no write access) is never

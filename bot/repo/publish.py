@@ -5,18 +5,18 @@ up before it is done, so repeating `finish` after a crash creates nothing twice:
   commit was made;
 - an open request from the branch is found before one is opened.
 
-Nobody's commit is ever discarded (DESIGN invariant 12). The changeset is a set of changes
-against the pinned commit; it is applied to the branch's current head. A file a person changed
-since the pin is merged line by line (`merge.py`) when the changes do not overlap; otherwise
-nothing is published and the task stops naming the files. The write itself is conditional
-(GitHub: a ref update that is never forced; GitLab: `last_commit_id` per file): when someone
-pushes between our read and our write, the head is read again and the merge redone, a bounded
-number of times.
+Nobody's commit is ever discarded (docs/architecture.md, invariant 12). The changeset is a set
+of changes against the pinned commit; it is applied to the branch's current head. A file a
+person changed since the pin is merged line by line (`merge.py`) when the changes do not
+overlap; otherwise nothing is published and the task stops naming the files. The write itself
+is conditional (GitHub: a ref update that is never forced; GitLab: `last_commit_id` per file):
+when someone pushes between our read and our write, the head is read again and the merge
+redone, a bounded number of times.
 
 Where the commit goes is `destination.py`'s choice: a request whose head comes from outside
 never becomes the base of a branch in the task's repository. Independently, before any push to
 the task's repository, the protected paths are checked against the whole diff the push would
-bring (DESIGN invariant 13): for a new branch, everything its parent commit
+bring (docs/architecture.md, invariant 13): for a new branch, everything its parent commit
 changes since its merge base with the target branch, plus the bot's changes; for an existing
 branch (a fast-forward), the bot's changes. A protected path among them refuses the push.
 """

@@ -1,5 +1,5 @@
 """The daemon's schedule: APScheduler 3 in UTC, one handler for every job error, miss and skip
-(APScheduler's own lines about them are left out of the log: `bot.log_libraries`)."""
+(APScheduler's own lines about them are left out of the log: `bot.core.log_libraries`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """A cache of every task's status, so that a poll does not read every task.json.
 
-The truth stays task.json (DESIGN invariant 5); this index only remembers what each file said,
-together with the signature of the file it was read from (inode, mtime, size). A refresh lists
-the task directories and stats their task.json (no file content is read), and reads only the
-files whose signature changed, or that are new. A task.json written without the index knowing
-(a crash between the two, an older version of the bot, an operator restoring a backup) differs
-from the signature recorded and is read at the next refresh. The index file can be deleted at
-any time: it is rebuilt from the task files.
+The truth stays task.json (docs/architecture.md, invariant 5); this index only remembers what
+each file said, together with the signature of the file it was read from (inode, mtime, size).
+A refresh lists the task directories and stats their task.json (no file content is read), and
+reads only the files whose signature changed, or that are new. A task.json written without the
+index knowing (a crash between the two, an older version of the bot, an operator restoring a
+backup) differs from the signature recorded and is read at the next refresh. The index file can
+be deleted at any time: it is rebuilt from the task files.
 
 Racy files: timestamps are coarse, and inode numbers are reused, so a file rewritten within one
 timestamp tick could in theory show a signature recorded earlier. A file modified less than

@@ -7,8 +7,8 @@ the store, on the store's clock, whether the lease is still this one and extends
 
 The forges accept no fencing token, so a freeze that starts after the check and outlasts the
 lease (milliseconds before the request leaves) can still let one stale write through; the
-posting markers (DESIGN invariant 3) make such a comment visible to the next holder, which
-does not post it again.
+posting markers (docs/architecture.md, invariant 3) make such a comment visible to the next
+holder, which does not post it again.
 """
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ def test_an_internal_note_split_between_a_files_name_and_its_content_is_refused(
     assert not any("docs/acme-pays-40k-and.md\nwill leave in March" in t for t in published)
 
 
-# -- promise 1 / invariant 15: the bot touches only what is its own ---------------------------
+# -- promise 1 / docs/architecture.md, invariant 15: the bot touches only what is its own -----
 
 
 def test_an_outsiders_fork_request_from_a_branch_named_like_the_bots_is_not_taken_for_its_own(
@@ -352,7 +352,7 @@ def test_what_a_forks_command_writes_into_a_file_is_still_quoted_when_the_model_
         assert UNTRUSTED_MARK in content, content
 
 
-# -- invariant 9: paused, stopped, closed: no side effect -------------------------------------
+# -- docs/architecture.md, invariant 9: paused, stopped, closed: no side effect ---------------
 
 SLOW_CHECK = "sleep 3.0137"  # distinctive: the test finds it in /proc while it runs
 
