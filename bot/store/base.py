@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from bot.model.state import TaskState
 from bot.model.thread import TaskKey
 from bot.store.errors import LeaseLost, StateError, TaskBusy, Unreadable
-from bot.store.task_index import IndexView
+from bot.store.index_view import IndexView
 
 __all__ = [
     "ConversationLog",

@@ -15,10 +15,10 @@ import psycopg
 from bot.core.log import get_logger
 from bot.model.state import Status, TaskState
 from bot.store.errors import LeaseLost, StateError, Unreadable
+from bot.store.index_view import Entry, IndexView
 from bot.store.pg_lease import LIVE, PgLease
 from bot.store.pg_pool import Pool
 from bot.store.serial import json_text, parse_state, state_json
-from bot.store.task_index import Entry, IndexView
 from bot.store.transfer import TaskRecord
 
 log = get_logger(__name__)

@@ -22,43 +22,18 @@ import json
 import os
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.core.atomic import atomic_write
 from bot.core.log import get_logger
 from bot.model.state import Status, TaskState
-from bot.model.thread import TaskKey
 from bot.store.errors import StateError
+from bot.store.index_view import Entry, IndexView
 from bot.store.serial import parse_state
 from bot.store.task_files import StateStore
 
 log = get_logger(__name__)
 RACY_SECONDS = 2.0
-Signature = tuple[int, int, int]
-
-
-@dataclass(frozen=True)
-class Entry:
-    key: str
-    status: Status
-    signature: Signature | None  # None: read the file again next time
-
-
-@dataclass
-class IndexView:
-    entries: dict[str, Entry] = field(default_factory=dict)  # task dir (relative) -> entry
-    unreadable: dict[str, str] = field(default_factory=dict)  # task dir -> reason
-    bytes_read: int = 0
-
-    def counts(self) -> Counter[str]:
-        return Counter(entry.status.value for entry in self.entries.values())
-
-    def active(self) -> list[TaskKey]:
-        """Tasks a poll must never forget: running (resume) or paused (watch the controls)."""
-        wanted = (Status.RUNNING, Status.PAUSED)
-        return sorted(TaskKey.parse(e.key) for e in self.entries.values() if e.status in wanted)
 
 
 class TaskIndex:

@@ -25,13 +25,7 @@ import yaml
 from pydantic import BaseModel, SecretStr
 from pydantic_core import PydanticUndefined
 
-from bot.core.config import (
-    SECRET_KEYS,
-    ConfigError,
-    Settings,
-    load_settings,
-    reject_unknown_keys,
-)
+from bot.core.config import SECRET_KEYS, ConfigError, Settings, load_settings, reject_unknown_keys
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.yaml"
 # `# key: ...` or `# owner/name: ...` (a map's example entry); prose has spaces before its colon.
