@@ -164,3 +164,26 @@ def test_assigning_the_bot_starts_a_task_only_from_a_writer(rig: Rig) -> None:
     assert StateStore(rig.state_dir).load(rig.key(by_triage)) is None
     assert len(_notices(rig, by_triage)) == 1
     assert len(rig.model.requests) == 1
+
+
+def test_a_triage_users_trigger_label_does_not_hand_back_a_task_a_writer_assigned(
+    rig: Rig,
+) -> None:
+    """The writer's old assignment starts the first run, not a second one: a finished task is
+    handed back only by the trigger label or `/bot`, each from a writer (before, the standing
+    assignment vouched for a triage user's trigger label under the lease)."""
+    _triage(rig.forge, rig.platform)
+    world = rig.forge.world
+    rig.model.policy = lambda req: {"tool_calls": [("finish", {"summary": "Done."})]}
+    thread = rig.issue(labels=[], author="bob")
+    world.assign(rig.platform, REPO, thread.number, "coding-bot", actor="alice")
+    rig.run_once()
+    assert rig.state(thread).status is Status.DONE
+    world.set_labels(rig.platform, REPO, thread.number, [*thread.labels, TRIGGER], actor="tracy")
+    rig.run_once()
+    rig.run_once()
+    assert rig.state(thread).run == 1 and rig.state(thread).status is Status.DONE
+    assert len(rig.model.requests) == 1
+    assert TRIGGER not in thread.labels  # taken off, said once
+    notices = _notices(rig, thread)
+    assert len(notices) == 1 and "@tracy added the label" in notices[0]

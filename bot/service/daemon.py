@@ -38,7 +38,7 @@ from bot.store.base import Store
 from bot.store.errors import DatabaseError, LeaseLost, StateError, TaskBusy
 from bot.store.factory import daemon_name
 from bot.store.task_files import DaemonLock
-from bot.task.controls import handed_back
+from bot.task.controls import Command, commands_since_finish
 from bot.task.runner import Deps, Outcome, TaskRunner
 
 log = get_logger(__name__)
@@ -273,7 +273,7 @@ class Daemon:
             [state for state in saved if worker.source.owns(state.task_key())],
             self.settings.labels,
             platform,
-            partial(self._handed_back, worker),
+            partial(self._since_finish, worker),
             bot_login=worker.runner.deps.identity.login,
             repos=worker.source.repos,
             noted=self._left_alone,
@@ -336,7 +336,7 @@ class Daemon:
             [saved] if saved is not None else [],
             self.settings.labels,
             key.platform,
-            partial(self._handed_back, worker),
+            partial(self._since_finish, worker),
             bot_login=worker.runner.deps.identity.login,
             repos=worker.source.repos,
             noted=self._left_alone,
@@ -432,14 +432,14 @@ class Daemon:
                 return worker
         return None
 
-    def _handed_back(self, worker: _Worker, key: TaskKey, state: TaskState) -> bool:
+    def _since_finish(self, worker: _Worker, key: TaskKey, state: TaskState) -> list[Command]:
         deps = worker.runner.deps
         trust = Trust.from_settings(self.settings.access)
         try:
-            return handed_back(worker.source.forge, key, state, deps.identity, trust)
-        except ForgeError as exc:
+            return commands_since_finish(worker.source.forge, key, state, deps.identity, trust)
+        except ForgeError as exc:  # not handed back this poll: the next one asks again
             log.warning("handback_check_failed", task=str(key), error=str(exc))
-            return False
+            return []
 
     def _record_poll(
         self, worker: _Worker, counts: Counter[str], ok: bool, error: str | None

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, MutableSet
+from collections.abc import Callable, Collection, Iterable, MutableSet, Sequence
+from dataclasses import replace
 
 from bot.core.config import LabelSettings
 from bot.core.log import get_logger
-from bot.model.state import Status, TaskState
+from bot.model.state import TaskState
 from bot.model.thread import Platform, TaskKey, TaskSummary
 from bot.store.base import QueuedJob, Store
 from bot.store.errors import StateError
+from bot.task.controls import Command
 from bot.task.failures import waiting
+from bot.task.handover import Decision, Need, Planning, Verdict, may_run
 
 log = get_logger(__name__)
 
@@ -19,7 +22,15 @@ log = get_logger(__name__)
 # same value is queued for any daemon when several share a store.
 Job = QueuedJob
 
-HandedBack = Callable[[TaskKey, TaskState], bool]
+# The trusted commands on a finished task since it finished (a comment list: asked only when
+# the rule needs them).
+SinceFinish = Callable[[TaskKey, TaskState], Sequence[Command]]
+_FRESH = {
+    Verdict.START: True,
+    Verdict.NEW_RUN: True,
+    Verdict.CONTINUE: False,
+    Verdict.SETTLE: False,
+}
 
 
 def plan_jobs(
@@ -28,19 +39,21 @@ def plan_jobs(
     saved: Iterable[TaskState],
     labels: LabelSettings,
     platform: Platform,
-    handed_back: HandedBack = lambda _key, _state: False,
+    since_finish: SinceFinish = lambda _key, _state: (),
     bot_login: str | None = None,
     repos: Collection[str] | None = None,
     noted: MutableSet[str] | None = None,
 ) -> list[Job]:
-    """The state on disk is the truth; labels say what people want.
+    """The state on disk is the truth; labels say what people want (the rule:
+    bot/task/handover.py, `Planning`).
 
     - no state, trigger or processing label, the bot assigned, or a writer's mention: start
       (processing without state: start over; who labelled or assigned it is checked when the
       task starts);
     - running (the daemon died or was stopped) or paused: resume / re-check the controls;
-    - finished, trigger label added again or `/bot` from a writer (`handed_back`): a new run;
+    - finished, trigger label added again or `/bot` from a writer (`since_finish`): a new run;
     - finished with a closing comment or label change still owed: finish that;
+    - backing off after forge errors (`retry_at`): not this poll;
     - a task on disk whose repository is no longer in `repos` (the config): left alone,
       logged once (per task, in `noted`).
     """
@@ -51,25 +64,22 @@ def plan_jobs(
         except StateError as exc:
             log.error("state_unreadable", task=str(summary.key), error=str(exc))
             continue
-        if state is not None and waiting(state):
-            continue  # backing off after forge errors (`retry_at`)
-        job = _job_for(summary, state, labels, handed_back, bot_login)
+        job = _job_for(summary, state, labels, since_finish, bot_login)
         if job is not None:
             jobs[job.key] = job
     configured = None if repos is None else {r.lower() for r in repos}
     for state in saved:  # every task on disk: a running or paused one is never forgotten
         key = state.task_key()
-        if (
-            key.platform is not platform
-            or key in jobs
-            or state.status not in (Status.RUNNING, Status.PAUSED)
-            or waiting(state)
-        ):
+        if key.platform is not platform or key in jobs or state.status.terminal:
+            continue
+        # Not found by discovery: its labels are unknown, and a saved run needs none.
+        job = _job(key, may_run(Planning(state, frozenset(), labels, backing_off=waiting(state))))
+        if job is None:
             continue
         if configured is not None and key.repo.lower() not in configured:
             _note_unconfigured(key, state, noted)
             continue
-        jobs[key] = Job(key, fresh=False)
+        jobs[key] = job
     return sorted(jobs.values(), key=lambda j: j.key)
 
 
@@ -90,18 +100,24 @@ def _job_for(
     summary: TaskSummary,
     state: TaskState | None,
     labels: LabelSettings,
-    handed_back: HandedBack,
+    since_finish: SinceFinish,
     bot_login: str | None = None,
 ) -> Job | None:
-    key = summary.key
-    if state is None:
-        wanted = {labels.trigger, labels.processing} & summary.labels
-        assigned = bot_login is not None and bot_login in summary.assignees
-        return Job(key, fresh=True) if wanted or assigned or summary.mentioned else None
-    if not state.status.terminal:
-        return Job(key, fresh=False)
-    if labels.trigger in summary.labels or handed_back(key, state):
-        return Job(key, fresh=True)
-    if state.pending_post is not None or state.labels_applied != state.status:
-        return Job(key, fresh=False)
-    return None
+    facts = Planning(
+        state,
+        summary.labels,
+        labels,
+        assigned=bot_login is not None and bot_login in summary.assignees,
+        called=summary.mentioned,
+        backing_off=state is not None and waiting(state),
+    )
+    decision = may_run(facts)
+    if decision.need is Need.COMMANDS:  # a finished thread the trigger label does not hand back
+        assert state is not None
+        decision = may_run(replace(facts, commands=since_finish(summary.key, state)))
+    return _job(summary.key, decision)
+
+
+def _job(key: TaskKey, decision: Decision) -> Job | None:
+    fresh = _FRESH.get(decision.verdict)
+    return None if fresh is None else Job(key, fresh=fresh)

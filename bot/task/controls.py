@@ -1,4 +1,5 @@
-"""Pause, resume and stop from the thread: labels, and slash commands from trusted writers."""
+"""The `/bot` commands of trusted writers: parsed, split from the talk, and read back on a
+finished task. What they decide, with the labels, is bot/task/handover.py's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from datetime import datetime
 from enum import StrEnum
 
 from bot.core.clock import format_time, parse_time
-from bot.core.config import LabelSettings
 from bot.forge.base import Forge
 from bot.model.state import TaskState
 from bot.model.thread import TaskKey
@@ -86,42 +86,21 @@ def _after_command(body: str) -> str:
     return "\n".join(lines[1:]).strip()
 
 
-class Decision(StrEnum):
-    RUN = "run"
-    PAUSE = "pause"
-    STOP = "stop"
-
-
-def decide(
-    labels: frozenset[str], commands: Iterable[Command], settings: LabelSettings
-) -> Decision:
-    """What the thread asks for now.
-
-    A paused task carries the paused label (the bot keeps it so), hence the label alone says
-    whether to pause: added by a person it pauses, removed it resumes. The stopped label
-    always stops. Then the commands, oldest first, so the newest one wins.
-    """
-    if settings.stopped in labels:
-        return Decision.STOP
-    pause = settings.paused in labels
-    for command in commands:
-        if command is Command.STOP:
-            return Decision.STOP
-        pause = command is Command.PAUSE
-    return Decision.PAUSE if pause else Decision.RUN
-
-
-def handed_back(
+def commands_since_finish(
     forge: Forge, key: TaskKey, state: TaskState, identity: Identity, trust: Trust
-) -> bool:
-    """Did a writer comment `/bot` (or `/bot resume`) on a finished task since it finished?"""
+) -> list[Command]:
+    """The commands writers wrote on a finished task since it finished, oldest first (a
+    version seen before, the bot's and other bots' comments, and untrusted ones aside):
+    whether they hand it back is `bot/task/handover.py`'s to say."""
     since = parse_time(state.comments_since) if state.comments_since else None
+    commands = []
     for comment in forge.list_comments(key, since=since):
         seen = state.seen.get(comment.id)
         if seen is not None and seen >= format_time(comment.updated_at):
             continue
         if comment.author_is_bot or identity.ignores(comment.author) or not trust.trusted(comment):
             continue
-        if parse_command(comment.body) in (Command.START, Command.RESUME):
-            return True
-    return False
+        command = parse_command(comment.body)
+        if command is not None:
+            commands.append(command)
+    return commands

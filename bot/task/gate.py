@@ -21,6 +21,7 @@ from bot.forge.base import Forge
 from bot.model.state import Status, TaskState
 from bot.model.thread import ControlEvent, TaskKey
 from bot.model.trust import Trust
+from bot.task.handover import Starting, StartSignals, Verdict, may_run
 
 log = get_logger(__name__)
 
@@ -35,29 +36,43 @@ class Gate:
 
     # -- starting ---------------------------------------------------------------------------
 
-    def start_allowed(self, labels: frozenset[str], assignees: frozenset[str]) -> bool:
-        """May a new run start? Yes if one start signal on the thread comes from a trusted
-        person (or from the bot itself). A thread with no start signal at all was handed back
-        by a `/bot` comment, which was trust-checked with the comment."""
+    def start_signals(self, labels: frozenset[str], assignees: frozenset[str]) -> StartSignals:
+        """Who gave the start signals on the thread (the trigger and processing labels, the
+        bot's assignment, in this order): read up to the first one from a trusted person (or
+        the bot itself). A signal the forge has no record of is from no one trusted."""
         wanted = [("labeled", name) for name in (self.labels.trigger, self.labels.processing)]
         signals = [(kind, name) for kind, name in wanted if name in labels]
         if self.bot_login in assignees:
             signals.append(("assigned", self.bot_login))
         if not signals:
-            return True
+            return StartSignals(given=False)
         events = self.forge.control_events(self.key)
         ignored: list[ControlEvent] = []
         for kind, name in signals:
             event = _latest(events, kind, name)
             if event is not None and self._trusted(event.actor):
-                return True
+                return StartSignals(True, (kind, name), tuple(ignored))
             if event is not None:
                 ignored.append(event)
             else:
                 log.warning("control_actor_unknown", control=kind, name=name)
-        for event in ignored:
+        return StartSignals(True, None, tuple(ignored))
+
+    def refuse(self, signals: StartSignals) -> None:
+        """Undo the start signals others gave, and say so once each."""
+        for event in signals.ignored:
             self._ignore(event)
-        return False
+
+    def start_allowed(self, labels: frozenset[str], assignees: frozenset[str]) -> bool:
+        """May a first run start (bot/task/handover.py)? Yes if one start signal on the
+        thread comes from a trusted person, or there is none (a writer's comment planned it);
+        else the signals are undone."""
+        signals = self.start_signals(labels, assignees)
+        first = Starting(None, self.labels, fresh=True, signals=signals)
+        if may_run(first).verdict is Verdict.IGNORE:
+            self.refuse(signals)
+            return False
+        return True
 
     # -- while it runs ----------------------------------------------------------------------
 

@@ -56,11 +56,12 @@ from bot.store.base import Store
 from bot.store.errors import LeaseLost
 from bot.task.comments import CommentDetectionManager
 from bot.task.confidential import InternalNotes
-from bot.task.controls import handed_back, split_commands
+from bot.task.controls import commands_since_finish, split_commands
 from bot.task.failures import settle
 from bot.task.fencing import fenced
 from bot.task.finishing import finish
 from bot.task.gate import Gate
+from bot.task.handover import Decision, Need, Starting, Verdict, may_run
 from bot.task.lifecycle import Lifecycle
 from bot.task.outcome import Outcome
 from bot.task.posting import Poster
@@ -267,13 +268,10 @@ class _Run:
 
     def execute(self, fresh: bool) -> Outcome:
         loaded = self.store.load(self.key)
-        if loaded is None or not loaded.initialized or (fresh and loaded.status.terminal):
-            start = self.forge.get_thread(self.key)
-            if not self.gate.start_allowed(start.labels, start.assignees):
-                return Outcome.IGNORED
-            if fresh and loaded is not None and loaded.status.terminal:
-                fresh = self._still_handed_back(loaded, start)
-        self._load(loaded, fresh)
+        decision = self._may_start(Starting(loaded, self.settings.labels, fresh=fresh))
+        if decision.verdict is Verdict.IGNORE:
+            return Outcome.IGNORED
+        self._load(loaded, decision.verdict is Verdict.NEW_RUN)
         owed_post = self.state.pending_post is not None
         if owed_post:
             self.poster.deliver(look_up=True)  # a post the previous process may have made
@@ -295,14 +293,25 @@ class _Run:
         self.workspace()
         return self._loop()
 
-    def _still_handed_back(self, loaded: TaskState, thread: Thread) -> bool:
-        """A new run of a finished task only if it was handed back since it finished, asked
-        again under the lease: the job may have been planned before the task finished (by
-        another daemon, from the thread as it was then)."""
-        trust = self.detector.trust
-        return self.settings.labels.trigger in thread.labels or handed_back(
-            self.forge, self.key, loaded, self.deps.identity, trust
-        )
+    def _may_start(self, facts: Starting) -> Decision:
+        """The job's plan asked again under the lease (bot/task/handover.py); the thread, who
+        gave its start signals and the comments since the finish are read only when asked."""
+        decision = may_run(facts)
+        if decision.need is Need.SIGNALS:
+            thread = self.forge.get_thread(self.key)
+            signals = self.gate.start_signals(thread.labels, thread.assignees)
+            facts = replace(facts, labels=thread.labels, signals=signals)
+            decision = may_run(facts)
+        if decision.need is Need.COMMANDS:
+            assert facts.state is not None
+            trust = self.detector.trust
+            since = commands_since_finish(
+                self.forge, self.key, facts.state, self.deps.identity, trust
+            )
+            decision = may_run(replace(facts, commands=since))
+        if decision.verdict is Verdict.IGNORE and facts.signals is not None:
+            self.gate.refuse(facts.signals)  # undone, and said once
+        return decision
 
     def _load(self, loaded: TaskState | None, fresh: bool) -> None:
         if loaded is not None and not (fresh and loaded.status.terminal):

@@ -33,7 +33,8 @@ from bot.model.thread import TaskKey, Thread
 from bot.model.trust import NewComment
 from bot.store.base import ConversationLog
 from bot.task.comments import CommentDetectionManager
-from bot.task.controls import Command, Decision, Split, decide, split_commands
+from bot.task.controls import Command, Split, split_commands
+from bot.task.handover import Running, Verdict, may_run
 from bot.task.lifecycle import Lifecycle
 from bot.task.outcome import Outcome
 
@@ -99,7 +100,13 @@ class SafePoint:
             raise
         self.thread = thread
         self.lifecycle.labels = self.label_trust.trusted(thread.labels)
-        if thread.state in CLOSED_STATES:
+        facts = Running(
+            self.lifecycle.state,
+            self.lifecycle.labels,
+            self.label_settings,
+            open=thread.state not in CLOSED_STATES,
+        )
+        if may_run(facts).verdict is Verdict.CLOSED:  # else the commands are read next
             return Check(halt=self.lifecycle.closed())
         return Check()
 
@@ -113,12 +120,18 @@ class SafePoint:
         fresh = self.detector.check_for_new_comments()
         split = split_commands(fresh, obeyed=self.detector.obeyed)
         self._record_commands(split.pure, split.obeyed, [str(c) for c in split.commands])
-        decision = decide(self.lifecycle.labels, self._commands(split), self.label_settings)
-        if decision is Decision.STOP:
+        facts = Running(
+            self.lifecycle.state,
+            self.lifecycle.labels,
+            self.label_settings,
+            commands=self._commands(split),
+        )
+        decision = may_run(facts).verdict
+        if decision is Verdict.STOP:
             return Check(halt=self.lifecycle.stop())
-        if decision is Decision.PAUSE:
+        if decision is Verdict.PAUSE:
             return Check(halt=self.lifecycle.pause())
-        if self.lifecycle.state.status is Status.PAUSED:
+        if decision is Verdict.RESUME:
             self.lifecycle.resume()
         if not split.talk or not deliver:
             self.lifecycle.save()
