@@ -9,10 +9,10 @@ import threading
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from functools import partial
 
 from bot.context.tokens import TokenCounter, encoding_for
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.config import Settings
 from bot.core.log import get_logger
 from bot.core.metrics import Metrics
@@ -69,16 +69,18 @@ class Daemon:
         stop: threading.Event | None = None,
         metrics: Metrics | None = None,
         notifier: Notifier | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
+        self.clock = clock  # handed to every part that reads the time
         self.sources = sources
         self.llm = llm
         self.stop = stop or threading.Event()
         self.metrics = metrics or Metrics()
         self.notifier = notifier or Notifier(None)
-        self.heartbeat = HeartbeatWriter(settings.state_dir)
+        self.heartbeat = HeartbeatWriter(settings.state_dir, clock.time)
         self._last_poll = "never"
-        self.store: Store = build_store(settings)
+        self.store: Store = build_store(settings, clock)
         self.index = self.store.index()  # a poll reads only the tasks that changed
         self.name = daemon_name(settings)
         self._local_lock = DaemonLock(settings.state_dir)
@@ -93,7 +95,7 @@ class Daemon:
         self._rejected: dict[str, str] = {}  # platform -> error, until a poll succeeds again
         self.auth_error: str | None = None  # the last rejection, for `bot run --once`
         self.counter = TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer))
-        self.jail = build_jail(settings.jail)  # None unless jail.enabled
+        self.jail = build_jail(settings.jail, clock)  # None unless jail.enabled
         if self.jail is not None:  # which bounds hold here (README, "Running commands")
             log.info("jail_limits", **self.jail.host_limits())
         self._app: AppInstallations | None = next((s.app for s in sources if s.app), None)
@@ -127,6 +129,7 @@ class Daemon:
             stop=self.stop,
             metrics=self.metrics,
             jail=self.jail,
+            clock=self.clock,
         )
         return _Worker(source, TaskRunner(deps))
 
@@ -139,7 +142,7 @@ class Daemon:
             self._drain()
 
     def run_forever(self) -> None:
-        queue = JobQueue()
+        queue = JobQueue(self.clock)
         for worker in self._workers:
             self._schedule_poll(queue, worker)
         app = self.settings.github.app if self.settings.github else None
@@ -181,7 +184,7 @@ class Daemon:
         if self.stop.is_set():
             return
         try:
-            self._app = self._app or build_app(self.settings, self.stop, self.metrics)
+            self._app = self._app or build_app(self.settings, self.stop, self.metrics, self.clock)
             found = {i.id: i for i in self._app.read()} if self._app else {}
             workers = self._apply_installations(found, queue)
         except ForgeError as exc:  # the network, a 5xx, a refused token: the old set stays
@@ -241,6 +244,7 @@ class Daemon:
             Platform.GITHUB,
             repos=(),
             noted=self._left_alone,
+            now=self.clock.now(),
         )
 
     def _status(self) -> str:
@@ -297,6 +301,7 @@ class Daemon:
             bot_login=worker.runner.deps.identity.login,
             repos=worker.source.repos,
             noted=self._left_alone,
+            now=self.clock.now(),
         )
         self._hand_out(worker, jobs)
         # Only now are the inbox items this poll read marked read/done (and its cursor moved):
@@ -360,6 +365,7 @@ class Daemon:
             bot_login=worker.runner.deps.identity.login,
             repos=worker.source.repos,
             noted=self._left_alone,
+            now=self.clock.now(),
         )
         log.info("thread_checked", task=str(key), jobs=len(jobs))
         self._hand_out(worker, jobs)
@@ -460,7 +466,7 @@ class Daemon:
         self, worker: _Worker, counts: Counter[str], ok: bool, error: str | None
     ) -> None:
         platform = worker.source.forge.platform.value
-        self._last_poll = datetime.now(UTC).strftime("%H:%M:%SZ") + ("" if ok else " (failed)")
+        self._last_poll = self.clock.now().strftime("%H:%M:%SZ") + ("" if ok else " (failed)")
         self.metrics.polls.labels(platform, "ok" if ok else "failed").inc()
         limits: dict[str, int] = getattr(worker.source.forge, "rate_limits", dict)()
         for bucket, remaining in limits.items():

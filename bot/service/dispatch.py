@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, MutableSet
+from datetime import datetime
 
 from bot.core.config import LabelSettings
 from bot.core.log import get_logger
@@ -32,6 +33,7 @@ def plan_jobs(
     bot_login: str | None = None,
     repos: Collection[str] | None = None,
     noted: MutableSet[str] | None = None,
+    now: datetime | None = None,
 ) -> list[Job]:
     """The state on disk is the truth; labels say what people want.
 
@@ -43,6 +45,8 @@ def plan_jobs(
     - finished with a closing comment or label change still owed: finish that;
     - a task on disk whose repository is no longer in `repos` (the config): left alone,
       logged once (per task, in `noted`).
+
+    `now`: the daemon's clock, against which a backing-off task's `retry_at` is compared.
     """
     jobs: dict[TaskKey, Job] = {}
     for summary in found:
@@ -51,7 +55,7 @@ def plan_jobs(
         except StateError as exc:
             log.error("state_unreadable", task=str(summary.key), error=str(exc))
             continue
-        if state is not None and waiting(state):
+        if state is not None and waiting(state, now):
             continue  # backing off after forge errors (`retry_at`)
         job = _job_for(summary, state, labels, handed_back, bot_login)
         if job is not None:
@@ -63,7 +67,7 @@ def plan_jobs(
             key.platform is not platform
             or key in jobs
             or state.status not in (Status.RUNNING, Status.PAUSED)
-            or waiting(state)
+            or waiting(state, now)
         ):
             continue
         if configured is not None and key.repo.lower() not in configured:
