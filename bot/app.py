@@ -15,6 +15,7 @@ import threading
 from types import TracebackType
 
 from bot.context.tokens import TokenCounter, encoding_for
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.config import Settings
 from bot.core.metrics import Metrics
 from bot.forge.factory import Source, build_app, build_sources
@@ -44,11 +45,14 @@ def build_daemon(
     llm: LLMClient | None = None,
     metrics: Metrics | None = None,
     notifier: Notifier | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Daemon:
     """A daemon with its collaborators built from `settings` (sources and model may be given,
-    as tests and the sandbox do). Not initialised: `Daemon.initialize` takes the store."""
+    as tests and the sandbox do), every one on the same `clock`. Not initialised:
+    `Daemon.initialize` takes the store."""
     metrics = metrics or Metrics()
-    sources = sources if sources is not None else build_sources(settings, stop, metrics)
+    if sources is None:
+        sources = build_sources(settings, stop, metrics, clock=clock)
     return Daemon(
         settings,
         sources,
@@ -56,22 +60,27 @@ def build_daemon(
         stop,
         metrics,
         notifier or Notifier(None),
-        store=build_store(settings),
+        store=build_store(settings, clock),
         counter=TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer)),
-        jail=build_jail(settings.jail),
-        app_refresh=_app_refresh(settings, stop, metrics, sources),
+        jail=build_jail(settings.jail, clock),
+        app_refresh=_app_refresh(settings, stop, metrics, sources, clock),
+        clock=clock,
     )
 
 
 def _app_refresh(
-    settings: Settings, stop: threading.Event, metrics: Metrics, sources: list[Source]
+    settings: Settings,
+    stop: threading.Event,
+    metrics: Metrics,
+    sources: list[Source],
+    clock: Clock,
 ) -> AppRefresh | None:
     """A GitHub App's re-reader, over the installations start-up read (or new ones, when it
     found none yet)."""
     if settings.github is None or settings.github.app is None:
         return None
     known = next((source.app for source in sources if source.app), None)
-    return AppRefresh(lambda: known or build_app(settings, stop, metrics))
+    return AppRefresh(lambda: known or build_app(settings, stop, metrics, clock))
 
 
 class Application:

@@ -10,9 +10,8 @@ import argparse
 import signal
 import sys
 import threading
-import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 
 import yaml
@@ -20,6 +19,7 @@ import yaml
 from bot.app import Application, ListenError
 from bot.context.tokens import TokenCounter, encoding_for
 from bot.core import log as logging_setup
+from bot.core.clock import SYSTEM_CLOCK
 from bot.core.config import ConfigError, Runtime, Settings, load_settings, summary
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import build_sources
@@ -170,7 +170,7 @@ def _healthcheck(settings: Settings) -> int:
         settings.state_dir,
         settings.poll_interval_seconds,
         settings.health.max_missed_polls,
-        time.time(),
+        SYSTEM_CLOCK.time(),
     )
     print(reason)
     return EXIT_OK if healthy else EXIT_FAILURE
@@ -234,7 +234,7 @@ def _prune(settings: Settings, older_than: str, dry_run: bool) -> int:
         print(f"bot: --older-than: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        result = prune(build_store(settings), age, datetime.now(UTC), dry_run)
+        result = prune(build_store(settings), age, SYSTEM_CLOCK.now(), dry_run)
     except StateError as exc:  # the store's DSN refused, or the database away
         print(f"bot: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
-import time
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from pathlib import PurePosixPath
 from typing import TypeVar
 
@@ -16,6 +16,7 @@ from bot.agent.tools import Args, Tool, ToolResult
 from bot.context.budget import truncate
 from bot.context.render import UNTRUSTED_FILES, framed
 from bot.context.tokens import TokenCounter
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.markdown import fence_for
 from bot.llm.base import ToolCall
 from bot.repo.workspace import Workspace, WorkspaceError, is_binary
@@ -63,13 +64,18 @@ A = TypeVar("A", bound=Args)
 
 
 def repo_tools(
-    workspace: Workspace, counter: TokenCounter, budget: int, *, trusted: bool
+    workspace: Workspace,
+    counter: TokenCounter,
+    budget: int,
+    *,
+    trusted: bool,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> list[Tool]:
     """`budget`: the most tokens one tool result may take. `trusted`: whether the repository
     is trusted code; when it is not (a request's head by an author without write access),
     what the reading tools show of it is quoted under the untrusted mark
     (docs/architecture.md, invariant 14: a file its code wrote is what it printed, by another
-    way)."""
+    way). `clock`: the search's deadline."""
 
     def guarded(
         fn: Callable[[Workspace, A], str], reads: bool = False
@@ -102,7 +108,7 @@ def repo_tools(
             "search_code",
             "Search file contents with a regular expression.",
             SearchCodeArgs,
-            guarded(search_code, reads=True),
+            guarded(partial(search_code, clock=clock), reads=True),
         ),
         Tool(
             "write_file",
@@ -189,12 +195,12 @@ def read_file(workspace: Workspace, args: ReadFileArgs) -> str:
     )
 
 
-def search_code(workspace: Workspace, args: SearchCodeArgs) -> str:
+def search_code(workspace: Workspace, args: SearchCodeArgs, clock: Clock = SYSTEM_CLOCK) -> str:
     try:
         compiled = regex.compile(args.pattern)
     except (regex.error, OverflowError, RecursionError) as exc:
         raise WorkspaceError(f"error: bad regular expression: {exc}") from None
-    deadline = time.monotonic() + SEARCH_SECONDS
+    deadline = clock.monotonic() + SEARCH_SECONDS
     results: list[str] = []
     files = 0
     total_hits = 0
@@ -206,7 +212,7 @@ def search_code(workspace: Workspace, args: SearchCodeArgs) -> str:
             continue
         hits: dict[str, int] = {}
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
-            if _matches(compiled, line, deadline, args.pattern, entry.path, number):
+            if _matches(compiled, line, deadline, clock, args.pattern, entry.path, number):
                 text = line.strip()[:MAX_LINE_CHARS]
                 hits.setdefault(text, number)  # identical lines reported once
         if not hits:
@@ -229,9 +235,15 @@ def search_code(workspace: Workspace, args: SearchCodeArgs) -> str:
 
 
 def _matches(
-    compiled: regex.Pattern[str], line: str, deadline: float, pattern: str, path: str, number: int
+    compiled: regex.Pattern[str],
+    line: str,
+    deadline: float,
+    clock: Clock,
+    pattern: str,
+    path: str,
+    number: int,
 ) -> bool:
-    left = deadline - time.monotonic()
+    left = deadline - clock.monotonic()
     try:
         if left <= 0:
             raise TimeoutError

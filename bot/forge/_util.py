@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
+
+from bot.core.clock import SYSTEM_CLOCK
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -54,7 +55,7 @@ class TTLCache(Generic[K, V]):
     """LRU whose entries expire; used for permissions, which change rarely but do change."""
 
     def __init__(
-        self, ttl: float, capacity: int = 4096, clock: Callable[[], float] = time.monotonic
+        self, ttl: float, capacity: int = 4096, clock: Callable[[], float] = SYSTEM_CLOCK.monotonic
     ) -> None:
         self._ttl = ttl
         self._clock = clock

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.config import LabelSettings, Settings
 from bot.core.metrics import Metrics
 from bot.forge.base import CrossRepoListing, Forge
@@ -67,17 +67,21 @@ def build_sources(
     settings: Settings,
     stop: threading.Event | None = None,
     metrics: Metrics | None = None,
-    wall_clock: Callable[[], float] = time.time,
+    wall_clock: Callable[[], float] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> list[Source]:
-    """`wall_clock`: the forges' clock (rate-limit resets, the notifications' poll interval)."""
+    """`clock`: the daemon's; its monotonic time paces the requests (waits, rate-limit gates).
+    `wall_clock`: the forges' wall clock (rate-limit resets, the notifications' poll interval),
+    `clock.time` unless a test moves it on its own."""
     stop = stop or threading.Event()
     metrics = metrics or Metrics()
+    wall_clock = wall_clock or clock.time
     sources: list[Source] = []
     if settings.github is not None:
         gh = settings.github
-        policy = _policy(gh.api_url, "github", stop, metrics)
+        policy = _policy(gh.api_url, "github", stop, metrics, clock)
         if gh.app is not None:
-            app = AppInstallations(settings, policy)
+            app = AppInstallations(settings, policy, wall_clock)
             sources.extend(app.source(installation) for installation in app.read())
         else:
             assert gh.token is not None  # the settings validate one of token or app
@@ -98,7 +102,7 @@ def build_sources(
             gl.token.get_secret_value(),
             watch_labels=watched_labels(settings.labels),
             timeout=gl.timeout_seconds,
-            policy=_policy(gl.url, "gitlab", stop, metrics),
+            policy=_policy(gl.url, "gitlab", stop, metrics, clock),
             wall_clock=wall_clock,
             archives_per_minute=gl.archive_downloads_per_minute,
         )
@@ -107,21 +111,28 @@ def build_sources(
 
 
 def build_app(
-    settings: Settings, stop: threading.Event | None = None, metrics: Metrics | None = None
+    settings: Settings,
+    stop: threading.Event | None = None,
+    metrics: Metrics | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AppInstallations | None:
     """The configured GitHub App's installations, for a daemon whose sources carry none (it
     started while the app had no installation with a repository to watch)."""
     gh = settings.github
     if gh is None or gh.app is None:
         return None
-    policy = _policy(gh.api_url, "github", stop or threading.Event(), metrics or Metrics())
-    return AppInstallations(settings, policy)
+    policy = _policy(gh.api_url, "github", stop or threading.Event(), metrics or Metrics(), clock)
+    return AppInstallations(settings, policy, clock.time)
 
 
-def _policy(url: str, platform: str, stop: threading.Event, metrics: Metrics) -> RequestPolicy:
+def _policy(
+    url: str, platform: str, stop: threading.Event, metrics: Metrics, clock: Clock
+) -> RequestPolicy:
     counter = metrics.api_requests
     observe: Callable[[str], None] = lambda outcome: counter.labels(platform, outcome).inc()  # noqa: E731
-    return RequestPolicy(host=urlsplit(url).netloc, stop=stop, observe=observe)
+    return RequestPolicy(
+        host=urlsplit(url).netloc, stop=stop, clock=clock.monotonic, observe=observe
+    )
 
 
 class AppInstallations:
@@ -129,11 +140,17 @@ class AppInstallations:
     configured subset), read at start and again by the daemon's refresh
     (`github.app.refresh_minutes`). One source per installation, with its own refreshed token."""
 
-    def __init__(self, settings: Settings, policy: RequestPolicy) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        policy: RequestPolicy,
+        wall_clock: Callable[[], float] = SYSTEM_CLOCK.time,
+    ) -> None:
         gh = settings.github
         assert gh is not None and gh.app is not None
         self._settings = settings
         self._policy = policy
+        self._wall_clock = wall_clock  # each installation's forge: rate-limit resets
         self._app = GitHubApp(
             gh.api_url, gh.app.id, gh.app.private_key.get_secret_value(), gh.timeout_seconds
         )
@@ -165,6 +182,7 @@ class AppInstallations:
             policy=self._policy,
             auth=installation.auth,
             identity=self._identity,
+            wall_clock=self._wall_clock,
         )
         return Source(
             forge,

@@ -8,7 +8,6 @@ the cached data. PyGithub's own retry/sleep is disabled: `RequestPolicy` decides
 from __future__ import annotations
 
 import base64
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +19,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import requests
 from github import Auth, Github, GithubException
 
-from bot.core.clock import format_time, parse_time
+from bot.core.clock import SYSTEM_CLOCK, format_time, parse_time
 from bot.forge._util import LRU, TTLCache, clean_text, folders, next_link
 from bot.forge.archive import ArchiveHTTPError, download_redirected
 from bot.forge.errors import (
@@ -94,7 +93,7 @@ class GitHubForge:
         timeout: float = 30.0,
         seconds_between_writes: float = 1.0,
         policy: RequestPolicy | None = None,
-        wall_clock: Callable[[], float] = time.time,
+        wall_clock: Callable[[], float] = SYSTEM_CLOCK.time,
         permission_ttl: float = 600.0,
         auth: Auth.Auth | None = None,
         identity: User | None = None,
@@ -697,7 +696,7 @@ def _summary(repo: str, item: dict[str, Any]) -> TaskSummary:
     )
 
 
-def _translate(exc: Exception, clock: Callable[[], float] = time.time) -> ForgeError:
+def _translate(exc: Exception, clock: Callable[[], float] = SYSTEM_CLOCK.time) -> ForgeError:
     if isinstance(exc, GithubException):
         return _translate_status(exc.status, exc.headers or {}, exc.data, clock)
     if isinstance(exc, ArchiveHTTPError) and exc.status is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -22,7 +21,7 @@ import gitlab
 import requests
 from gitlab.exceptions import GitlabAuthenticationError, GitlabError
 
-from bot.core.clock import format_time, parse_time
+from bot.core.clock import SYSTEM_CLOCK, format_time, parse_time
 from bot.core.log import get_logger
 from bot.forge import gitlab_discovery
 from bot.forge._util import LRU, TTLCache, clean_text
@@ -147,7 +146,7 @@ class GitLabForge:
         watch_assigned: bool = True,
         timeout: float = 30.0,
         policy: RequestPolicy | None = None,
-        wall_clock: Callable[[], float] = time.time,
+        wall_clock: Callable[[], float] = SYSTEM_CLOCK.time,
         permission_ttl: float = 600.0,
         archives_per_minute: int | None = 5,
         archive_window: float = 60.0,
@@ -763,7 +762,7 @@ def _summary(repo: str, kind: Kind, data: dict[str, Any]) -> TaskSummary:
     )
 
 
-def _translate(exc: Exception, clock: Callable[[], float] = time.time) -> ForgeError:
+def _translate(exc: Exception, clock: Callable[[], float] = SYSTEM_CLOCK.time) -> ForgeError:
     if isinstance(exc, ForgeError):
         return exc
     if isinstance(exc, requests.exceptions.RequestException):

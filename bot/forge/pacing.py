@@ -8,11 +8,11 @@ Waiting for a free slot before asking costs less than being refused.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from bot.core.clock import SYSTEM_CLOCK
 from bot.forge.errors import TransientError
 
 
@@ -25,7 +25,7 @@ class WindowPacer:
         window: float = 60.0,
         *,
         stop: threading.Event | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_CLOCK.monotonic,
         wait: Callable[[float], bool] | None = None,
     ) -> None:
         self._limit = limit or 0
@@ -102,7 +102,7 @@ class ServerWindow:
         self,
         *,
         stop: threading.Event | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_CLOCK.monotonic,
         wait: Callable[[float], bool] | None = None,
     ) -> None:
         self._clock = clock

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from bot.core.clock import SYSTEM_CLOCK
 from bot.core.log import get_logger
 from bot.forge.errors import ALL_BUCKETS, ForgeError, RateLimited, TransientError
 
@@ -35,7 +35,7 @@ class HostGate:
     """Closed until `open_at` (monotonic seconds) after a rate limit."""
 
     host: str
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = SYSTEM_CLOCK.monotonic
     _open_at: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -62,7 +62,7 @@ class RequestPolicy:
     # Waits up to this long happen inside the call; longer ones are raised to the scheduler.
     max_inline_wait: float = 90.0
     stop: threading.Event = field(default_factory=threading.Event)
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = SYSTEM_CLOCK.monotonic
     # Called with the outcome of every attempt ("ok", "rate_limited", "transient", ...).
     observe: Callable[[str], None] = field(default=lambda _outcome: None)
     _gates: dict[str, HostGate] = field(init=False, default_factory=dict)

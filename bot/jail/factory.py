@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import shutil
 
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.config import ConfigError, JailSettings
 from bot.jail.jail import Jail, JailUnavailable, probe, probe_network
 from bot.jail.limits import MIB, JailLimits
 
 
-def build_jail(settings: JailSettings) -> Jail | None:
+def build_jail(settings: JailSettings, clock: Clock = SYSTEM_CLOCK) -> Jail | None:
     if not settings.enabled:
         return None
     limits = JailLimits(
@@ -31,6 +32,7 @@ def build_jail(settings: JailSettings) -> Jail | None:
         uid_base=settings.uid_base,
         work_parent=settings.work_dir,
         slirp=settings.slirp4netns,
+        clock=clock,
     )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.log import get_logger
 from bot.jail.bwrap import bwrap_argv, jail_env
 from bot.jail.cgroup import TaskCgroups, join_argv
@@ -95,6 +96,8 @@ class Jail:
     slirp: str = SLIRP  # user-mode networking for networked setup steps
     # How working copies are bounded, best first: the next is used where one cannot work.
     disk_modes: tuple[DiskMode, ...] = (DiskMode.TMPFS, DiskMode.WATCHDOG)
+    # A command's deadline and its duration; the network's start-up shares the deadline.
+    clock: Clock = field(default=SYSTEM_CLOCK, repr=False, compare=False)
     _uids: _UidPool = field(init=False, repr=False, compare=False)
     _host: _Host = field(init=False, repr=False, compare=False)
 
@@ -160,7 +163,7 @@ class Jail:
             slirp = slirp_path(self.slirp)
             if slirp is None:
                 return CommandResult.not_run(command, SLIRP_MISSING)
-            attachment = SlirpAttachment(slirp)
+            attachment = SlirpAttachment(slirp, self.clock.monotonic)
         prefix = join_argv(work.cgroup) if work.cgroup is not None else []
         argv = prefix + work.area.enter()
         argv += bwrap_argv(
@@ -185,6 +188,7 @@ class Jail:
             timeout=self.limits.timeout_seconds,
             max_output_bytes=self.limits.max_output_bytes,
             launch=launch,
+            clock=self.clock.monotonic,
         )
 
     def _area(self, owner: tuple[int, int] | None) -> Area:

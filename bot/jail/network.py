@@ -24,9 +24,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 
+from bot.core.clock import SYSTEM_CLOCK
 from bot.jail.process import LaunchFailed
 
 SLIRP = "slirp4netns"
@@ -54,10 +55,12 @@ class SlirpAttachment:
     """One networked command: the descriptors bubblewrap needs, then the network once it runs.
 
     Use: `bwrap_options()` into the argv and `pass_fds` to the process; `attach` once it has
-    started (before the deadline); `close` after it ended, whatever happened."""
+    started (before the deadline); `close` after it ended, whatever happened. `clock`: the
+    one the deadline is on (`run_bounded`'s)."""
 
-    def __init__(self, slirp: str) -> None:
+    def __init__(self, slirp: str, clock: Callable[[], float] = SYSTEM_CLOCK.monotonic) -> None:
         self._slirp = slirp
+        self._clock = clock
         self._info_r, self._info_w = os.pipe()
         self._block_r, self._block_w = os.pipe()
         self._resolv_r, resolv_w = os.pipe()
@@ -88,7 +91,7 @@ class SlirpAttachment:
     def attach(self, jail: subprocess.Popen[bytes], deadline: float) -> None:
         """Give the waiting jail its network and let it go; LaunchFailed when that fails."""
         self._close(self._info_w, self._block_r, self._resolv_r)  # the jail has its copies
-        pid = _child_pid(self._info_r, deadline)
+        pid = _child_pid(self._info_r, deadline, self._clock)
         net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         try:
             owner = fcntl.ioctl(net, NS_GET_USERNS)
@@ -141,7 +144,7 @@ class SlirpAttachment:
             )
             os.close(ready_w)
             ready_w = -1
-            if not _readable(ready_r, deadline) or os.read(ready_r, 1) != b"1":
+            if not _readable(ready_r, deadline, self._clock) or os.read(ready_r, 1) != b"1":
                 raise LaunchFailed(f"the network could not be set up: {self._slirp_error()}")
         finally:
             os.close(ready_r)
@@ -167,11 +170,11 @@ class SlirpAttachment:
                 os.close(fd)
 
 
-def _child_pid(info: int, deadline: float) -> int:
+def _child_pid(info: int, deadline: float, clock: Callable[[], float]) -> int:
     """bubblewrap's `--info-fd` JSON: the pid of the process in the new namespaces."""
     data = b""
     while True:
-        if not _readable(info, deadline):
+        if not _readable(info, deadline, clock):
             raise LaunchFailed("the jail did not start in time")
         chunk = os.read(info, 4096)
         if not chunk:
@@ -183,10 +186,10 @@ def _child_pid(info: int, deadline: float) -> int:
         raise LaunchFailed("the jail did not start (no child pid reported)") from exc
 
 
-def _readable(fd: int, deadline: float) -> bool:
+def _readable(fd: int, deadline: float, clock: Callable[[], float]) -> bool:
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
-        return bool(selector.select(timeout=max(0.0, deadline - time.monotonic())))
+        return bool(selector.select(timeout=max(0.0, deadline - clock())))
 
 
 def _block_link_local(pid: int) -> None:

@@ -14,9 +14,10 @@ import os
 import selectors
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from bot.core.clock import SYSTEM_CLOCK
 
 HEAD_BYTES = 4 * 1024
 TAIL_BYTES = 32 * 1024
@@ -114,7 +115,7 @@ def run_bounded(
     timeout: float,
     max_output_bytes: int,
     launch: Launch | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] = SYSTEM_CLOCK.monotonic,
 ) -> CommandResult:
     launch = launch or Launch()
     started = clock()

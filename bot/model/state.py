@@ -6,11 +6,11 @@ docs/architecture.md, "What is kept where".
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.model.thread import TaskKey
 
 
@@ -26,8 +26,11 @@ class Status(StrEnum):
         return self in (Status.STOPPED, Status.DONE, Status.FAILED)
 
 
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+def now_iso(*, clock: Clock = SYSTEM_CLOCK) -> str:
+    """`clock`'s time as the state's timestamps have it. The stores stamp `updated_at` and the
+    poster `PendingPost.created_at` on their injected clock; the model's default factories
+    (a state or a post made without a time) read the system clock, through `bot.core.clock`."""
+    return clock.now().isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class PendingPost(BaseModel):

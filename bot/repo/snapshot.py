@@ -21,11 +21,11 @@ import shutil
 import tarfile
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.log import get_logger
 from bot.core.walk import walk
 from bot.forge.base import Forge
@@ -283,16 +283,17 @@ def refetch(forge: Forge, repo: str, sha: str, cache: Path, limits: Limits, pin:
     return root
 
 
-def evict(cache: Path, max_bytes: int) -> list[str]:
+def evict(cache: Path, max_bytes: int, clock: Clock = SYSTEM_CLOCK) -> list[str]:
     """Delete least-recently-used snapshots not in use until the cache holds `max_bytes` or
-    less; returns the SHAs evicted."""
+    less; returns the SHAs evicted. `clock`: compared with file times, which the kernel
+    stamps: the host's clock (not the daemon's), unless a test moves it."""
     snapshots = cache / "snapshots"
     if not snapshots.is_dir():
         return []
     (cache / USE_DIR).mkdir(parents=True, exist_ok=True)
     evicted: list[str] = []
     with _exclusive(cache / USE_DIR / _EVICT_LOCK):  # one evictor at a time
-        _drop_stale_partials(snapshots)
+        _drop_stale_partials(snapshots, clock.time())
         entries = [(_last_use(cache, p.name), p.name) for p in _complete(snapshots)]
         total = sum(_size(cache, sha) for _, sha in entries)
         for _, sha in sorted(entries):
@@ -365,9 +366,8 @@ def _size(cache: Path, sha: str) -> int:
     return total
 
 
-def _drop_stale_partials(snapshots: Path) -> None:
+def _drop_stale_partials(snapshots: Path, now: float) -> None:
     """Downloads a crashed process left behind (`.<sha>.*.partial`, `.<sha>.evicted-*`)."""
-    now = time.time()
     for path in snapshots.iterdir():
         if not path.name.startswith("."):
             continue

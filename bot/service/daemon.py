@@ -9,10 +9,10 @@ import threading
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 
 from bot.context.tokens import TokenCounter
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.config import Settings
 from bot.core.log import get_logger
 from bot.core.metrics import Metrics
@@ -76,16 +76,18 @@ class Daemon:
         counter: TokenCounter,
         jail: Jail | None,
         app_refresh: AppRefresh | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """Everything outside is given (`bot.app.build_daemon` builds it from the config);
         `jail` is None unless `jail.enabled`."""
         self.settings = settings
+        self.clock = clock  # handed to every part that reads the time
         self.sources = sources
         self.llm = llm
         self.stop = stop or threading.Event()
         self.metrics = metrics or Metrics()
         self.notifier = notifier or Notifier(None)
-        self.heartbeat = HeartbeatWriter(settings.state_dir)
+        self.heartbeat = HeartbeatWriter(settings.state_dir, clock.time)
         self._last_poll = "never"
         self.store = store
         self.index = self.store.index()  # a poll reads only the tasks that changed
@@ -132,6 +134,7 @@ class Daemon:
             stop=self.stop,
             metrics=self.metrics,
             jail=self.jail,
+            clock=self.clock,
         )
         return _Worker(source, TaskRunner(deps))
 
@@ -144,7 +147,7 @@ class Daemon:
             self._drain()
 
     def run_forever(self) -> None:
-        queue = JobQueue()
+        queue = JobQueue(self.clock)
         for worker in self._workers:
             self._schedule_poll(queue, worker)
         app = self.settings.github.app if self.settings.github else None
@@ -225,6 +228,7 @@ class Daemon:
             Platform.GITHUB,
             repos=(),
             noted=self._left_alone,
+            now=self.clock.now(),
         )
 
     def _status(self) -> str:
@@ -277,6 +281,7 @@ class Daemon:
             bot_login=worker.runner.deps.identity.login,
             repos=worker.source.repos,
             noted=self._left_alone,
+            now=self.clock.now(),
         )
         self._hand_out(worker, jobs)
         # Only now are the inbox items this poll read marked read/done (and its cursor moved):
@@ -340,6 +345,7 @@ class Daemon:
             bot_login=worker.runner.deps.identity.login,
             repos=worker.source.repos,
             noted=self._left_alone,
+            now=self.clock.now(),
         )
         log.info("thread_checked", task=str(key), jobs=len(jobs))
         self._hand_out(worker, jobs)
@@ -445,7 +451,7 @@ class Daemon:
         self, worker: _Worker, counts: Counter[str], ok: bool, error: str | None
     ) -> None:
         platform = worker.source.forge.platform.value
-        self._last_poll = datetime.now(UTC).strftime("%H:%M:%SZ") + ("" if ok else " (failed)")
+        self._last_poll = self.clock.now().strftime("%H:%M:%SZ") + ("" if ok else " (failed)")
         self.metrics.polls.labels(platform, "ok" if ok else "failed").inc()
         forge = worker.source.forge
         limits = forge.rate_limits() if isinstance(forge, RateLimits) else {}

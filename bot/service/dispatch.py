@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, MutableSet, Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from bot.core.config import LabelSettings
 from bot.core.log import get_logger
@@ -43,6 +44,7 @@ def plan_jobs(
     bot_login: str | None = None,
     repos: Collection[str] | None = None,
     noted: MutableSet[str] | None = None,
+    now: datetime | None = None,
 ) -> list[Job]:
     """The state on disk is the truth; labels say what people want (the rule:
     bot/task/handover.py, `Planning`).
@@ -56,6 +58,8 @@ def plan_jobs(
     - backing off after forge errors (`retry_at`): not this poll;
     - a task on disk whose repository is no longer in `repos` (the config): left alone,
       logged once (per task, in `noted`).
+
+    `now`: the daemon's clock, against which a backing-off task's `retry_at` is compared.
     """
     jobs: dict[TaskKey, Job] = {}
     for summary in found:
@@ -64,7 +68,7 @@ def plan_jobs(
         except StateError as exc:
             log.error("state_unreadable", task=str(summary.key), error=str(exc))
             continue
-        job = _job_for(summary, state, labels, since_finish, bot_login)
+        job = _job_for(summary, state, labels, since_finish, bot_login, now)
         if job is not None:
             jobs[job.key] = job
     configured = None if repos is None else {r.lower() for r in repos}
@@ -73,7 +77,8 @@ def plan_jobs(
         if key.platform is not platform or key in jobs or state.status.terminal:
             continue
         # Not found by discovery: its labels are unknown, and a saved run needs none.
-        job = _job(key, may_run(Planning(state, frozenset(), labels, backing_off=waiting(state))))
+        backing_off = waiting(state, now)
+        job = _job(key, may_run(Planning(state, frozenset(), labels, backing_off=backing_off)))
         if job is None:
             continue
         if configured is not None and key.repo.lower() not in configured:
@@ -102,6 +107,7 @@ def _job_for(
     labels: LabelSettings,
     since_finish: SinceFinish,
     bot_login: str | None = None,
+    now: datetime | None = None,
 ) -> Job | None:
     facts = Planning(
         state,
@@ -109,7 +115,7 @@ def _job_for(
         labels,
         assigned=bot_login is not None and bot_login in summary.assignees,
         called=summary.mentioned,
-        backing_off=state is not None and waiting(state),
+        backing_off=state is not None and waiting(state, now),
     )
     decision = may_run(facts)
     if decision.need is Need.COMMANDS:  # a finished thread the trigger label does not hand back

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bot.core.atomic import atomic_write
+from bot.core.clock import SYSTEM_CLOCK
 from bot.core.log import get_logger
 
 log = get_logger(__name__)
@@ -27,7 +27,7 @@ class Heartbeat:
 
 
 class HeartbeatWriter:
-    def __init__(self, state_dir: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, state_dir: Path, clock: Callable[[], float] = SYSTEM_CLOCK.time) -> None:
         self.path = state_dir / HEARTBEAT
         self.clock = clock
         self.beat = Heartbeat(at=clock())

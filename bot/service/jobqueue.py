@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import suppress
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 
 from apscheduler.events import (
     EVENT_JOB_ERROR,
@@ -19,6 +19,7 @@ from apscheduler.events import (
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.log import get_logger
 
 log = get_logger(__name__)
@@ -27,7 +28,10 @@ log = get_logger(__name__)
 class JobQueue:
     """APScheduler 3 in UTC; every job error and missed run goes to one handler, logged."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        # Our readings: first run times and how late a missed run was. APScheduler's loop
+        # keeps its own (it reads the host's clock to wake up).
+        self._clock = clock
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
@@ -42,7 +46,7 @@ class JobQueue:
 
     def every(self, seconds: float, fn: Callable[[], object], name: str, now: bool = True) -> None:
         """Run `fn` every `seconds`: the first time now, or (`now=False`) after `seconds`."""
-        first = datetime.now(UTC) + (timedelta() if now else timedelta(seconds=seconds))
+        first = self._clock.now() + (timedelta() if now else timedelta(seconds=seconds))
         self._scheduler.add_job(
             fn, "interval", seconds=seconds, id=name, name=name, next_run_time=first
         )
@@ -80,5 +84,5 @@ class JobQueue:
                 exc_info=(type(event.exception), event.exception, event.exception.__traceback__),
             )
         else:
-            late = datetime.now(UTC) - event.scheduled_run_time
+            late = self._clock.now() - event.scheduled_run_time
             log.warning("job_missed", job=event.job_id, late_seconds=round(late.total_seconds(), 1))

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from bot.core.atomic import atomic_write
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.model.state import TaskState
 from bot.model.thread import TaskKey
 from bot.store.base import DeliveryMemory, Holder, Lease, QueuedJob, Store, StoreIndex
@@ -37,8 +38,8 @@ class FileLease:
 
 
 class FileStore(StateStore):
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
+    def __init__(self, root: Path, clock: Clock = SYSTEM_CLOCK) -> None:
+        super().__init__(root, clock)
         self._daemon_lock = DaemonLock(root)
         self._index: TaskIndex | None = None
         self._deliveries: SeenDeliveries | None = None

@@ -10,7 +10,6 @@ wait for a connection and see no error at all) and each use of a pooled connecti
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Self
 
@@ -18,15 +17,19 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import PoolClosed
 
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.log import get_logger
 
 log = get_logger(__name__)
 
 
 class Outage:
-    def __init__(self, where: str, scrub: Callable[[BaseException], str]) -> None:
+    def __init__(
+        self, where: str, scrub: Callable[[BaseException], str], clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self._where = where
         self._scrub = scrub
+        self._clock = clock
         self._lock = threading.Lock()
         self._down_since: float | None = None  # monotonic; None while the database answers
         self._failures = 0
@@ -43,7 +46,7 @@ class Outage:
         with self._lock:
             first = self._down_since is None
             if first:
-                self._down_since, self._failures = time.monotonic(), 0
+                self._down_since, self._failures = self._clock.monotonic(), 0
             self._failures += 1
         if first and self.armed:
             log.error("database_unavailable", database=self._where, error=self._scrub(error))
@@ -56,7 +59,7 @@ class Outage:
             log.info(
                 "database_back",
                 database=self._where,
-                down_seconds=round(time.monotonic() - since, 1),
+                down_seconds=round(self._clock.monotonic() - since, 1),
                 failures=failures,
             )
 

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.store import schema
 from bot.store.errors import DatabaseError
 from bot.store.pg_outage import Outage, watched
@@ -23,10 +24,13 @@ __all__ = ["DatabaseError", "Pool"]
 
 
 class Pool(ConnectionPool):
-    def __init__(self, dsn: str, *, where: str, password: str, size: int) -> None:
+    def __init__(
+        self, dsn: str, *, where: str, password: str, size: int, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.where = where
         self._password = password
-        self.outage = Outage(where, self.scrub)  # logs an outage's start and end, once each
+        # Logs an outage's start and end, once each (its length on `clock`).
+        self.outage = Outage(where, self.scrub, clock)
         super().__init__(
             dsn,
             min_size=1,

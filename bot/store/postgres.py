@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.model.state import TaskState, now_iso
 from bot.model.thread import TaskKey
 from bot.store import pg_conversation, pg_cursors, pg_queue, pg_tasks, schema
@@ -37,12 +38,22 @@ SELECT coalesce((SELECT octet_length(state::text) FROM tasks WHERE key = %(key)s
 
 class PostgresStore:
     def __init__(
-        self, dsn: str, *, lease_seconds: float, pool_size: int, connect_seconds: float = 15
+        self,
+        dsn: str,
+        *,
+        lease_seconds: float,
+        pool_size: int,
+        connect_seconds: float = 15,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._connect_seconds = connect_seconds  # how long `open` waits for the database
         self._where, self._password = _describe(dsn)
         self._lease_seconds = lease_seconds
-        self._pool = Pool(dsn, where=self._where, password=self._password, size=pool_size)
+        # Stamps `updated_at` (leases and the queue's times are the database's own, pg_lease).
+        self._clock = clock
+        self._pool = Pool(
+            dsn, where=self._where, password=self._password, size=pool_size, clock=clock
+        )
         self._pool.connect_seconds = connect_seconds
         self._daemon = ""
         self._fence: PgLease | None = None  # set on the views `fenced` returns
@@ -84,7 +95,7 @@ class PostgresStore:
         return pg_tasks.read_state(self._pool, str(key))
 
     def save(self, state: TaskState) -> None:
-        state.updated_at = now_iso()
+        state.updated_at = now_iso(clock=self._clock)
         with self._pool.connection() as conn, conn.transaction():
             pg_tasks.write_state(conn, state, self._fence)
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot.core.atomic import atomic_write
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.model.state import TaskState, now_iso
 from bot.model.thread import TaskKey
 from bot.store.errors import StateError, TaskBusy, Unreadable
@@ -70,8 +71,9 @@ class Conversation:
 
 
 class StateStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, clock: Clock = SYSTEM_CLOCK) -> None:
         self.root = root
+        self.clock = clock  # stamps `updated_at`
 
     def task_dir(self, key: TaskKey) -> Path:
         repo = key.repo.replace("/", "__")
@@ -93,7 +95,7 @@ class StateStore:
             ) from None
 
     def save(self, state: TaskState) -> None:
-        state.updated_at = now_iso()
+        state.updated_at = now_iso(clock=self.clock)
         directory = self.task_dir(state.task_key())
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write(directory / "task.json", _serialize(directory, state))

@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from pathlib import Path
 
 from bot.core.atomic import atomic_write
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.log import get_logger
 from bot.model.state import Status, TaskState
 from bot.store.errors import StateError
@@ -37,8 +37,13 @@ RACY_SECONDS = 2.0
 
 
 class TaskIndex:
-    def __init__(self, store: StateStore, path: Path | None = None) -> None:
+    def __init__(
+        self, store: StateStore, path: Path | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.store = store
+        # Compared with the files' mtimes, which the kernel stamps: the host's clock (not the
+        # daemon's), unless a test moves it.
+        self._clock = clock
         self.path = path or store.root / "cache" / "task-index.jsonl"
         self._entries: dict[str, Entry] | None = None
         self._lines = 0
@@ -103,7 +108,7 @@ class TaskIndex:
         except StateError as exc:
             self._unreadable(rel, str(exc), view)
             return None
-        racy = time.time_ns() - stat.st_mtime_ns < RACY_SECONDS * 1e9
+        racy = self._clock.time() * 1e9 - stat.st_mtime_ns < RACY_SECONDS * 1e9
         return Entry(state.key, state.status, None if racy else signature)
 
     def _unreadable(self, rel: str, reason: str, view: IndexView) -> None:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
-from bot.core.clock import format_time, parse_time
+from bot.core.clock import SYSTEM_CLOCK, format_time, parse_time
 from bot.core.log import get_logger
 from bot.forge.errors import (
     EmptyRepository,
@@ -141,10 +141,11 @@ def backoff(attempt: int, base: float, rng: Callable[[], float] = random.random)
 
 
 def waiting(state: TaskState, now: datetime | None = None) -> bool:
-    """Is the task backing off (not to be run this poll)?"""
+    """Is the task backing off (not to be run this poll)? `now`: the caller's clock (default:
+    the system's)."""
     if state.retry_at is None:
         return False
-    return parse_time(state.retry_at) > (now or datetime.now(UTC))
+    return parse_time(state.retry_at) > (now or SYSTEM_CLOCK.now())
 
 
 def comment(failure: Failure, exc: ForgeError) -> str:
@@ -162,7 +163,8 @@ def settle(
 ) -> bool:
     """Record a run that ended on `exc`; True if the task was ended `failed` now.
 
-    `fail` ends the task with the given comment (status saved before it is posted).
+    `fail` ends the task with the given comment (status saved before it is posted). `now`:
+    the caller's clock, from which `retry_at` is counted (default: the system's).
     """
     failure = classify(exc)
     state.forge_failures += 1
@@ -172,7 +174,7 @@ def settle(
     delay = backoff(attempt, base)
     if isinstance(exc, RateLimited):
         delay = max(delay, exc.retry_after)
-    moment = now or datetime.now(UTC)
+    moment = now or SYSTEM_CLOCK.now()
     state.retry_at = format_time(moment + timedelta(seconds=delay)) if delay else None
     if attempt < cap:
         save()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.core.clock import parse_time
+from bot.core.clock import SYSTEM_CLOCK, Clock, parse_time
 from bot.core.log import get_logger
 from bot.forge.base import Forge
 from bot.forge.errors import NotFound
@@ -35,6 +35,7 @@ class Poster:
         store: Store,
         state: TaskState,
         internal: InternalNotes | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         self.forge = forge
         self.key = key
@@ -42,6 +43,7 @@ class Poster:
         self.store = store
         self.state = state
         self.internal = internal or InternalNotes(forge, key)
+        self.clock = clock  # when an intent was recorded: the look-up after a crash starts there
 
     def show(self, body: str, call_id: str) -> None:
         """The progress comment (`update_plan`): edited in place once posted; editing is
@@ -81,7 +83,7 @@ class Poster:
             body=body,
             call_id=call_id,
             reply_to=reply_to,
-            created_at=now_iso(),
+            created_at=now_iso(clock=self.clock),
         )
         self.store.save(self.state)
 

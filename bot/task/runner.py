@@ -36,7 +36,7 @@ from bot.agent.tools import Toolbox, finish_tool, post_comment_tool, read_commen
 from bot.context.budget import truncate
 from bot.context.engine import initial_context, opening_budget
 from bot.context.tokens import TokenCounter
-from bot.core.clock import format_time
+from bot.core.clock import SYSTEM_CLOCK, Clock, format_time
 from bot.core.config import Settings
 from bot.core.log import get_logger
 from bot.core.metrics import Metrics
@@ -45,7 +45,7 @@ from bot.forge.base import Forge
 from bot.forge.errors import AuthError, ForgeError
 from bot.jail import Jail
 from bot.llm.base import LLMClient
-from bot.model.state import Status, TaskState
+from bot.model.state import Status, TaskState, now_iso
 from bot.model.thread import TaskKey, Thread
 from bot.model.trust import Identity, Trust
 from bot.repo.destination import head_from_outside
@@ -84,6 +84,7 @@ class Deps:
     stop: threading.Event
     metrics: Metrics = field(default_factory=Metrics)
     jail: Jail | None = None  # commands and checks; None: the agent edits without running
+    clock: Clock = SYSTEM_CLOCK  # the daemon's: backoff, post intents, delivery delays, deadlines
 
 
 class TaskRunner:
@@ -116,7 +117,12 @@ class TaskRunner:
                 base = self.deps.settings.agent.retry_backoff_seconds
                 life = run.life
                 failed = settle(
-                    exc, life.state, life.save, lambda text: life.end(Status.FAILED, text), base
+                    exc,
+                    life.state,
+                    life.save,
+                    lambda text: life.end(Status.FAILED, text),
+                    base,
+                    now=self.deps.clock.now(),
                 )
                 return Outcome.FAILED if failed else Outcome.INTERRUPTED
             except OSError as exc:
@@ -158,8 +164,10 @@ class _Run:
             shorten=lambda text: truncate(text, cap, deps.counter),
             on_internal=internal.remember,
         )
-        state = TaskState(key=str(key))
-        self.poster = Poster(self.forge, key, deps.identity.login, self.store, state, internal)
+        state = TaskState(key=str(key), created_at=now_iso(clock=deps.clock))
+        self.poster = Poster(
+            self.forge, key, deps.identity.login, self.store, state, internal, clock=deps.clock
+        )
         labels = self.settings.labels
         self.life = Lifecycle(self.forge, self.store, key, labels, self.detector, self.poster)
         self.life.adopt(state)
@@ -174,6 +182,7 @@ class _Run:
             deps.stop,
             deps.metrics,
             self.gate.of(lambda: self.state),
+            clock=deps.clock,
         )
         self._workspace: Workspace | None = None
         self._session: CommandSession | None = None
@@ -205,7 +214,9 @@ class _Run:
         if self._workspace is not None:
             budget = self.settings.agent.tool_result_tokens
             trusted = self._code_trusted()
-            tools += repo_tools(self._workspace, self.deps.counter, budget, trusted=trusted)
+            tools += repo_tools(
+                self._workspace, self.deps.counter, budget, trusted=trusted, clock=self.deps.clock
+            )
             session = self._commands()
             if session is not None:
                 tools.append(run_command_tool(session, self.deps.counter, budget))
@@ -323,6 +334,7 @@ class _Run:
             self._adopt(
                 TaskState(
                     key=str(self.key),
+                    created_at=now_iso(clock=self.deps.clock),
                     run=loaded.run + 1,
                     next_seq=loaded.next_seq,
                     branch=loaded.branch,

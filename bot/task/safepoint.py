@@ -19,10 +19,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
-from bot.core.clock import format_time
+from bot.core.clock import SYSTEM_CLOCK, Clock, format_time
 from bot.core.config import LabelSettings
 from bot.core.log import get_logger
 from bot.core.metrics import Metrics
@@ -77,6 +77,7 @@ class SafePoint:
         stop: threading.Event,
         metrics: Metrics,
         label_trust: LabelTrust,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.forge = forge
         self.key = key
@@ -86,6 +87,7 @@ class SafePoint:
         self.label_settings = labels
         self.stop = stop
         self.metrics = metrics
+        self.clock = clock  # how long a comment waited for delivery
         self.thread: Thread | None = None  # as last read
         self.label_trust = label_trust
         self.step: Callable[[], int] = lambda: lifecycle.state.step
@@ -174,7 +176,7 @@ class SafePoint:
     def _deliver(self, talk: list[NewComment]) -> None:
         self.detector.add_to_context(talk, step=self.step())
         self.lifecycle.save()
-        now = datetime.now(UTC)
+        now = self.clock.now()
         for item in talk:
             delay = (now - item.comment.updated_at).total_seconds()
             self.metrics.comment_delivery.observe(max(delay, 0.0))
