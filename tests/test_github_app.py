@@ -19,7 +19,7 @@ from bot.llm.factory import build_llm
 from bot.model.state import Status
 from bot.service.daemon import Daemon
 from bot_sandbox.forge_server import ForgeServer
-from bot_sandbox.github_app_api import AppEmulator
+from bot_sandbox.github_app import AppEmulator
 from bot_sandbox.llm_server import LLMServer
 from tests.conftest import REPO
 
