@@ -1,4 +1,8 @@
-"""Labels: an issue's (add, remove) and a repository's (create)."""
+"""Labels: an issue's (add, remove) and a repository's (create).
+
+Creating one (docs.github.com/rest/issues/labels#create-a-label): 201, or 422 with code
+`already_exists`.
+"""
 
 from __future__ import annotations
 

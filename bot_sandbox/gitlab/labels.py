@@ -1,4 +1,8 @@
-"""Labels: an issuable's label events, and a project's labels (create)."""
+"""Labels: an issuable's label events, and a project's labels (create).
+
+Creating one (docs.gitlab.com/api/labels, "Create a new label"): 201, or 409 `Label already
+exists`.
+"""
 
 from __future__ import annotations
 
