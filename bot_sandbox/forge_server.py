@@ -23,7 +23,6 @@ import json
 import math
 import random
 import re
-import secrets
 import socket
 import struct
 import sys
@@ -34,54 +33,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
-from bot_sandbox import hook_scope
-from bot_sandbox.world import SCommit, SRepo, SUser, World, tarball
-
-if TYPE_CHECKING:
-    from bot_sandbox import github_app_api, github_discovery_api, gitlab_discovery_api
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: Any
-    raw_body: bytes
-    user: SUser | None
-    base_url: str
-    platform: str
-
-
-@dataclass
-class Response:
-    status: int = 200
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    paginate: bool = False
-    raw: bytes | None = None
-
-
-Handler = Callable[[Request, re.Match[str]], Response]
-
-
-@dataclass(frozen=True)
-class Route:
-    method: str
-    pattern: re.Pattern[str]
-    handler: Handler
+from bot_sandbox import hook_scope, mentions
+from bot_sandbox.archives import ArchiveLinks
+from bot_sandbox.github import routes as github_routes
+from bot_sandbox.github_app import AppEmulator
+from bot_sandbox.gitlab import routes as gitlab_routes
+from bot_sandbox.http import HttpError, Request, Response, Route, paginate
+from bot_sandbox.inbox import SNotification, STodo
+from bot_sandbox.search_limit import SearchLimit
+from bot_sandbox.world import SUser, World
 
 
 @dataclass
@@ -138,15 +101,6 @@ class ForgeServer:
         gitlab_archive_window: float = 60.0,
         clock: Callable[[], float] = time.time,
     ):
-        from bot_sandbox import (  # routes reference the server
-            github_api,
-            github_app_api,
-            github_discovery_api,
-            gitlab_api,
-            gitlab_discovery_api,
-            mentions,
-        )
-
         if archive_host not in ("codeload", "same"):
             raise ValueError(f"archive_host must be 'codeload' or 'same', not {archive_host!r}")
 
@@ -173,22 +127,21 @@ class ForgeServer:
         self.gitlab_archive_window = gitlab_archive_window
         self._archive_downloads: dict[str, list[float]] = {}
         # Discovery state (bot_sandbox/mentions.py fills it when a comment mentions a user).
-        self.notifications: dict[str, list[github_discovery_api.SNotification]] = {}
-        self.todos: dict[str, list[gitlab_discovery_api.STodo]] = {}
+        self.notifications: dict[str, list[SNotification]] = {}
+        self.todos: dict[str, list[STodo]] = {}
         self.notifications_served: dict[str, datetime] = {}  # login -> Last-Modified sent
         # `X-Poll-Interval` of GitHub's notifications: 60 in GitHub's examples; tests set it.
         self.notifications_poll_interval = 60
         self.repo_labels: dict[str, set[str]] = {}  # labels that exist in a repository
         self.watchers: dict[str, set[str]] = {}  # GitHub repository -> logins watching it
         self.labels_created: list[tuple[str, str, str]] = []  # (platform, repo, name)
-        self.github_app: github_app_api.AppEmulator | None = None  # see serve_github_app
+        self.github_app: AppEmulator | None = None  # see serve_github_app
         mentions.watch(self)
+        # The routes get the server as their `Site` (bot_sandbox/site.py), never import it.
         self.routes: dict[str, list[Route]] = {
-            "github": github_api.routes(self)
-            + github_discovery_api.routes(self)
-            + github_app_api.routes(self),
-            "gitlab": gitlab_api.routes(self) + gitlab_discovery_api.routes(self),
-            "codeload": github_api.codeload_routes(self),
+            "github": github_routes.routes(self),
+            "gitlab": gitlab_routes.routes(self),
+            "codeload": github_routes.codeload_routes(self),
         }
         self._httpd = _QuietServer((host, port), _make_handler(self, "api"))
         self._httpd.daemon_threads = True
@@ -233,16 +186,10 @@ class ForgeServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def serve_github_app(self, slug: str, **options: Any) -> github_app_api.AppEmulator:
-        """Serve a GitHub App named `slug` (its key pair is generated); see github_app_api."""
-        from bot_sandbox import github_app_api
-
-        self.github_app = github_app_api.AppEmulator(self.world, slug, **options)
+    def serve_github_app(self, slug: str, **options: Any) -> AppEmulator:
+        """Serve a GitHub App named `slug` (its key pair is generated); see github_app."""
+        self.github_app = AppEmulator(self.world, slug, **options)
         return self.github_app
-
-    def github_visible(self, request: Request, repo: SRepo) -> bool:
-        """Whether the caller may see `repo` (an installation token sees its repositories)."""
-        return self.github_app is None or self.github_app.may_see(request, repo.path)
 
     # -- scripting ----------------------------------------------------------------------------
 
@@ -384,69 +331,6 @@ class ForgeServer:
             return allowed
 
 
-class SearchLimit:
-    """GitHub's search bucket: 30 requests a minute (docs.github.com/rest/search/search, "Rate
-    limit"), counted apart from the core bucket (`x-ratelimit-resource: search`). A window
-    opens at the first search after the last one ended and resets at the next whole second a
-    minute later (`x-ratelimit-reset` is whole epoch seconds: the reset the header states is
-    the one a client can keep); the 31st search inside it is answered 403."""
-
-    PER_MINUTE = 30
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self._windows: dict[str, tuple[int, int]] = {}  # login -> (reset, used)
-        self._lock = threading.Lock()
-
-    def take(self, login: str) -> tuple[bool, dict[str, str]]:
-        """Count one search by `login`: whether it may be answered, and the bucket's headers."""
-        with self._lock:
-            now = self._clock()
-            reset, used = self._windows.get(login, (0, 0))
-            if now >= reset:
-                reset, used = math.ceil(now + 60), 0
-            allowed = used < self.PER_MINUTE
-            used += 1 if allowed else 0
-            self._windows[login] = (reset, used)
-        return allowed, {
-            "x-ratelimit-limit": str(self.PER_MINUTE),
-            "x-ratelimit-remaining": str(self.PER_MINUTE - used),
-            "x-ratelimit-reset": str(reset),
-            "x-ratelimit-used": str(used),
-            "x-ratelimit-resource": "search",
-        }
-
-
-class ArchiveLinks:
-    """The short-lived `?token=` GitHub puts in archive redirects: valid five minutes."""
-
-    LIFETIME = 300.0
-
-    def __init__(self) -> None:
-        self._issued: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def issue(self) -> str:
-        token = secrets.token_hex(10)
-        with self._lock:
-            self._issued[token] = time.monotonic() + self.LIFETIME
-        return token
-
-    def valid(self, token: str) -> bool:
-        with self._lock:
-            return self._issued.get(token, 0.0) > time.monotonic()
-
-
-def archive_response(repo: SRepo, commit: SCommit, prefix: str) -> Response:
-    """A .tar.gz of `commit` under `prefix/` (or the crafted archive a hostile test set)."""
-    data = (
-        repo.archive_override
-        if repo.archive_override is not None
-        else tarball(prefix, commit.files, commit.modes)
-    )
-    return Response(raw=data, headers={"Content-Type": "application/x-gzip"})
-
-
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -455,45 +339,6 @@ class _QuietServer(ThreadingHTTPServer):
         exc = sys.exc_info()[1]
         if not isinstance(exc, ConnectionError | OSError):
             super().handle_error(request, client_address)
-
-
-def paginate(
-    request: Request, items: list[Any], *, default: int | None = None, cap: int = 100
-) -> tuple[list[Any], dict[str, str]]:
-    """Slice `items` by page/per_page and describe the other pages in headers. `default` and
-    `cap`: the endpoint's own page size and largest page (GitHub's notifications: 50 and 50)."""
-    if default is None:
-        default = 30 if request.platform == "github" else 20
-    try:
-        per_page = min(cap, max(1, int(request.query.get("per_page", str(default)))))
-        page = max(1, int(request.query.get("page", "1")))
-    except ValueError as exc:
-        raise HttpError(400, "invalid pagination parameter") from exc
-    last = max(1, -(-len(items) // per_page))
-    chunk = items[(page - 1) * per_page : page * per_page]
-
-    def link(number: int) -> str:
-        query = {**request.query, "page": str(number), "per_page": str(per_page)}
-        return f"{request.base_url}{request.path}?{urlencode(query)}"
-
-    rels = []
-    if page < last:
-        rels += [f'<{link(page + 1)}>; rel="next"', f'<{link(last)}>; rel="last"']
-    if page > 1:
-        rels += [f'<{link(1)}>; rel="first"', f'<{link(page - 1)}>; rel="prev"']
-    headers = {"Link": ", ".join(rels)} if rels else {}
-    if request.platform == "gitlab":
-        headers.update(
-            {
-                "x-page": str(page),
-                "x-per-page": str(per_page),
-                "x-total": str(len(items)),
-                "x-total-pages": str(last),
-                "x-next-page": str(page + 1) if page < last else "",
-                "x-prev-page": str(page - 1) if page > 1 else "",
-            }
-        )
-    return chunk, headers
 
 
 def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler]:
@@ -693,23 +538,3 @@ def _make_handler(server: ForgeServer, role: str) -> type[BaseHTTPRequestHandler
             self.connection.close()
 
     return _Handler
-
-
-def read_only_when_archived(
-    table: list[tuple[str, str, Handler]],
-    group: str,
-    archived: Callable[[re.Match[str]], bool],
-    message: str,
-) -> list[Route]:
-    """The routes, with every write to an archived repository refused with a 403 (both forges
-    make an archived repository read-only; the caller cites the forge's own words)."""
-
-    def guarded(method: str, handler: Handler) -> Handler:
-        def run(req: Request, m: re.Match[str]) -> Response:
-            if method != "GET" and group in m.groupdict() and archived(m):
-                raise HttpError(403, message)
-            return handler(req, m)
-
-        return run
-
-    return [Route(method, re.compile(pattern), guarded(method, h)) for method, pattern, h in table]

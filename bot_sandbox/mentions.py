@@ -17,20 +17,16 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
-from bot_sandbox.github_discovery_api import SNotification
-from bot_sandbox.gitlab_discovery_api import STodo
+from bot_sandbox.inbox import SNotification, STodo
+from bot_sandbox.site import Site
 from bot_sandbox.world import SComment, SRepo, SThread
-
-if TYPE_CHECKING:
-    from bot_sandbox.forge_server import ForgeServer
 
 _MENTION = re.compile(r"(?<![\w`])@([A-Za-z0-9][A-Za-z0-9_.\-]*(?:\[bot\])?)")
 
 
 def notify(
-    server: ForgeServer, login: str, repo: SRepo, thread: SThread, reason: str, at: datetime
+    server: Site, login: str, repo: SRepo, thread: SThread, reason: str, at: datetime
 ) -> SNotification:
     """News for `login` on `thread`: its notification thread, new or unread again."""
     with server.world.lock:
@@ -50,7 +46,7 @@ def notify(
         return note
 
 
-def watch(server: ForgeServer) -> None:
+def watch(server: Site) -> None:
     def on_comment(repo: SRepo, thread: SThread, comment: SComment) -> None:
         if comment.system:
             return

@@ -210,6 +210,10 @@ class SRepo:
         commit = self.resolve(ref)
         return commit.files if commit else None
 
+    def file_at(self, ref: str, path: str) -> bytes | None:
+        """`path`'s content at `ref`, or None when either does not exist."""
+        return (self.files(ref) or {}).get(path)
+
     def modes(self, ref: str) -> dict[str, str] | None:
         """Every path's git mode at `ref` (regular files included)."""
         commit = self.resolve(ref)

@@ -18,7 +18,7 @@ from bot.forge.factory import build_sources
 from bot.forge.github_app import GitHubApp
 from bot.model.state import Status
 from bot_sandbox.forge_server import ForgeServer
-from bot_sandbox.github_app_api import AppEmulator
+from bot_sandbox.github_app import AppEmulator
 from bot_sandbox.llm_server import LLMServer
 from tests.conftest import REPO
 

@@ -17,7 +17,7 @@ from bot.model.state import Status
 from bot.model.thread import Kind, Platform, TaskKey
 from bot.service.daemon import Daemon
 from bot_sandbox.forge_server import Fault, ForgeServer
-from bot_sandbox.github_app_api import AppEmulator
+from bot_sandbox.github_app import AppEmulator
 from bot_sandbox.llm_server import LLMServer
 from bot_sandbox.world import SThread
 from tests.conftest import REPO

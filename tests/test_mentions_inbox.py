@@ -15,7 +15,7 @@ import pytest
 
 from bot.model.state import Status
 from bot_sandbox.forge_server import Fault, ForgeServer, RecordedRequest
-from bot_sandbox.gitlab_discovery_api import STodo
+from bot_sandbox.inbox import STodo
 from bot_sandbox.llm_server import LLMServer
 from bot_sandbox.mentions import notify
 from bot_sandbox.world import SThread

@@ -14,7 +14,7 @@ from bot.forge.quick_actions import neutralise
 from bot.model.thread import Kind, Platform, TaskKey
 from bot.task.posting import marker
 from bot_sandbox.forge_server import ForgeServer
-from bot_sandbox.gitlab_quick_actions import extract
+from bot_sandbox.gitlab.quick_actions import extract
 from bot_sandbox.world import SChangeRequest, SThread
 from tests.conftest import ALICE_TOKEN, REPO, ForgeFactory
 from tests.rig import Rig

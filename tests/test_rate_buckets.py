@@ -15,7 +15,8 @@ from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
 from bot.forge.policy import RequestPolicy
 from bot.model.thread import Kind, Platform, TaskKey
-from bot_sandbox.forge_server import Fault, ForgeServer, SearchLimit
+from bot_sandbox.forge_server import Fault, ForgeServer
+from bot_sandbox.search_limit import SearchLimit
 from tests.conftest import BOT_TOKEN, LABELS, REPO, seed_world
 
 

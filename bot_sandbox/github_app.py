@@ -9,29 +9,23 @@ As docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app de
   token, valid one hour (here `lifetime` seconds) and refused once expired (401);
 - `GET /installation/repositories` (installation token) lists the installation's repositories
   as `{total_count, repositories}`.
-The signature is verified with PyJWT and the app's public key, as GitHub does.
+The signature is verified with PyJWT and the app's public key, as GitHub does. The routes that
+serve it are in `bot_sandbox/github/installations.py`.
 """
 
 from __future__ import annotations
 
-import re
 import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bot_sandbox.forge_server import HttpError, Request, Response, Route
-from bot_sandbox.github_api import repo_json, user_json
+from bot_sandbox.http import Request
 from bot_sandbox.world import SUser, World
-
-if TYPE_CHECKING:
-    from bot_sandbox.forge_server import ForgeServer
 
 MAX_JWT_SECONDS = 600
 
@@ -123,13 +117,13 @@ class AppEmulator:
         return self.bot
 
     def is_installation(self, request: Request) -> bool:
-        return self._installation_of(request) is not None
+        return self.installation_of(request) is not None
 
     def may_see(self, request: Request, repo: str) -> bool:
-        installation = self._installation_of(request)
+        installation = self.installation_of(request)
         return installation is None or repo in installation.repos
 
-    def _installation_of(self, request: Request) -> SInstallation | None:
+    def installation_of(self, request: Request) -> SInstallation | None:
         value = request.headers.get("Authorization") or ""
         token = value.partition(" ")[2].strip()
         with self._lock:
@@ -157,93 +151,3 @@ class AppEmulator:
             self._tokens[token] = _Token(installation_id, expires)
             self.tokens_minted += 1
         return token, expires
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def routes(server: ForgeServer) -> list[Route]:
-    def app() -> AppEmulator:
-        if server.github_app is None:
-            raise HttpError(404, "Not Found")
-        return server.github_app
-
-    def owner(req: Request) -> dict[str, Any]:
-        return user_json(req.base_url, server.world.user("app-owner"))
-
-    def installation_json(req: Request, inst: SInstallation) -> dict[str, Any]:
-        base = req.base_url
-        return {
-            "id": inst.id,
-            "account": user_json(base, server.world.user(inst.account)),
-            "app_id": app().app_id,
-            "app_slug": app().slug,
-            "target_id": server.world.user(inst.account).id,
-            "target_type": "Organization",
-            "repository_selection": "selected",
-            "access_tokens_url": f"{base}/app/installations/{inst.id}/access_tokens",
-            "repositories_url": f"{base}/installation/repositories",
-            "html_url": f"{base}/settings/installations/{inst.id}",
-            "permissions": {"issues": "write", "pull_requests": "write", "contents": "write"},
-            "events": ["issues", "issue_comment", "pull_request"],
-            "created_at": _iso(0),
-            "updated_at": _iso(0),
-            "single_file_name": None,
-        }
-
-    def get_app(req: Request, m: re.Match[str]) -> Response:
-        emulated = app()
-        return Response(
-            body={
-                "id": emulated.app_id,
-                "slug": emulated.slug,
-                "node_id": f"A_{emulated.app_id}",
-                "owner": owner(req),
-                "name": emulated.slug,
-                "description": "",
-                "external_url": req.base_url,
-                "html_url": f"{req.base_url}/apps/{emulated.slug}",
-                "created_at": _iso(0),
-                "updated_at": _iso(0),
-                "permissions": {"issues": "write", "pull_requests": "write"},
-                "events": ["issues", "issue_comment"],
-            }
-        )
-
-    def list_installations(req: Request, m: re.Match[str]) -> Response:
-        body = [installation_json(req, i) for i in app().installations.values()]
-        return Response(body=body, paginate=True)
-
-    def access_token(req: Request, m: re.Match[str]) -> Response:
-        inst = app().installations.get(int(m["id"]))
-        if inst is None:
-            raise HttpError(404, "Not Found")
-        token, expires = app().mint(inst.id)
-        return Response(
-            201,
-            {
-                "token": token,
-                "expires_at": _iso(expires),
-                "permissions": {"issues": "write", "pull_requests": "write"},
-                "repository_selection": "selected",
-            },
-        )
-
-    def installation_repos(req: Request, m: re.Match[str]) -> Response:
-        inst = app()._installation_of(req)
-        if inst is None:
-            raise HttpError(403, "This endpoint requires an installation token")
-        repos = [repo_json(req.base_url, server.world.repo("github", r)) for r in inst.repos]
-        page = int(req.query.get("page", "1"))
-        per_page = min(100, int(req.query.get("per_page", "30")))
-        chunk = repos[(page - 1) * per_page : page * per_page]
-        return Response(body={"total_count": len(repos), "repositories": chunk})
-
-    table: list[tuple[str, str, Any]] = [
-        ("GET", r"/app", get_app),
-        ("GET", r"/app/installations", list_installations),
-        ("POST", r"/app/installations/(?P<id>\d+)/access_tokens", access_token),
-        ("GET", r"/installation/repositories", installation_repos),
-    ]
-    return [Route(method, re.compile(pattern), handler) for method, pattern, handler in table]
