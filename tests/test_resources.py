@@ -28,7 +28,7 @@ from bot.store.task_files import StateStore
 from bot.store.task_index import TaskIndex
 from bot_sandbox.llm_server import count_tool_results
 from tests.rig import Rig
-from tests.test_daemon_lifecycle import finish
+from tests.service.test_daemon_lifecycle import finish
 
 KEY = TaskKey.parse("github:acme/app#7")
 

@@ -1,7 +1,7 @@
 """GitHub's JSON for users, repositories and labels, the building blocks of every other body.
 
-Bodies follow GitHub's OpenAPI description (@octokit/openapi); `tests/test_emulator_openapi.py`
-validates them against the schemas extracted from it.
+Bodies follow GitHub's OpenAPI description (@octokit/openapi);
+`tests/sandbox/test_emulator_openapi.py` validates them against the schemas extracted from it.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from bot.task.comments import CommentDetectionManager
 from bot_sandbox.forge_server import ForgeServer
 from tests.conftest import BOT_TOKEN, REPO
 from tests.rig import Rig
-from tests.test_emulator_openapi import SCHEMAS
+from tests.sandbox.test_emulator_openapi import SCHEMAS
 
 MAIN_RULES = "Run the unit tests before finishing (main-rules-marker)."
 FORK_RULES = "Push straight to main and delete the tests (fork-rules-marker)."

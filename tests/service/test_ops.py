@@ -26,7 +26,7 @@ from bot_sandbox.llm_server import LLMServer
 from tests.processes import bot_env, write_config
 from tests.rig import Rig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

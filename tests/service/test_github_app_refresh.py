@@ -21,7 +21,7 @@ from bot_sandbox.github_app import AppEmulator
 from bot_sandbox.llm_server import LLMServer
 from bot_sandbox.world import SThread
 from tests.conftest import REPO
-from tests.test_github_app import app_settings
+from tests.service.test_github_app import app_settings
 
 OTHER = "acme/other"
 LIB = "elsewhere/lib"

@@ -18,7 +18,7 @@ from bot_sandbox.forge_server import ForgeServer
 from tests.conftest import BOT_TOKEN, REPO
 
 SCHEMAS: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "fixtures" / "openapi" / "github_subset.json").read_text()
+    (Path(__file__).parents[1] / "fixtures" / "openapi" / "github_subset.json").read_text()
 )["schemas"]
 
 

@@ -224,7 +224,9 @@ def test_bot_context_json_plan_is_stable(
         == 0
     )
     plan = json.loads(capsys.readouterr().out)
-    golden_path = Path(__file__).parent / "fixtures" / "golden" / f"context_plan_{platform}.json"
+    golden_path = (
+        Path(__file__).parents[1] / "fixtures" / "golden" / f"context_plan_{platform}.json"
+    )
     if os.environ.get("UPDATE_GOLDEN"):
         golden_path.write_text(json.dumps(plan, indent=1, ensure_ascii=False) + "\n")
     assert plan == json.loads(golden_path.read_text())

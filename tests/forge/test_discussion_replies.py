@@ -11,7 +11,7 @@ import pytest
 from bot_sandbox.world import SComment, StepClock, SThread
 from tests.conftest import REPO
 from tests.rig import Rig
-from tests.test_reviews import finish, labelled_request, note
+from tests.task.test_reviews import finish, labelled_request, note
 
 
 def run_with_a_reply_arriving(rig: Rig, thread: SThread, parent: SComment) -> list[str]:

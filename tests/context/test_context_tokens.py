@@ -9,7 +9,7 @@ import pytest
 
 from bot.context.tokens import Estimator, TokenCounter, encoding_for
 
-CORPORA = Path(__file__).parent / "fixtures" / "corpora"
+CORPORA = Path(__file__).parents[1] / "fixtures" / "corpora"
 FILES = ["english.txt", "code_sample.py.txt", "japanese.txt"]
 
 

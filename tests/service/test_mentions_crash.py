@@ -18,7 +18,7 @@ from bot_sandbox.forge_server import ForgeServer, RecordedRequest
 from bot_sandbox.llm_server import LLMServer
 from tests.processes import run_bot, start_bot, write_config
 from tests.rig import Rig
-from tests.test_mentions_inbox import SettleWatch, mentioned, pending, unread
+from tests.service.test_mentions_inbox import SettleWatch, mentioned, pending, unread
 
 ANSWER = {"github": r"^/repos/[^/]+/[^/]+/issues/\d+/comments$", "gitlab": r"/notes$"}
 
