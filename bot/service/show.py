@@ -169,7 +169,7 @@ class _Screen:
 
 
 def _totals(totals: Totals) -> str:
-    text = f"{totals.calls} model calls, {totals.tokens:,} tokens "
+    text = f"{totals.calls} model call{'' if totals.calls == 1 else 's'}, {totals.tokens:,} tokens "
     text += f"({totals.prompt_tokens:,} prompt, {totals.completion_tokens:,} completion)"
     if totals.cost is not None and totals.currency:
         text += f", {shown(totals.cost, totals.currency)}"

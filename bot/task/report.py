@@ -86,9 +86,12 @@ def _tools(entries: Iterable[Entry]) -> str:
 
 def _files_read(entries: Iterable[Entry]) -> str:
     paths = [
-        str(e.detail.get("target"))
+        str(e.detail["target"])
         for e in entries
-        if e.kind == "tool" and e.detail.get("name") == "read_file" and e.detail.get("ok")
+        if e.kind == "tool"
+        and e.detail.get("name") == "read_file"
+        and e.detail.get("ok")
+        and e.detail.get("target") is not None
     ]
     return f"Files read: {_listed(paths)}" if paths else ""
 
@@ -106,7 +109,8 @@ def _changed(changes: Mapping[str, str | None]) -> str:
 
 def _commands(entries: Iterable[Entry]) -> str:
     ran = [
-        f"{code(str(e.detail.get('target')))}: {e.detail.get('outcome') or 'not run'}"
+        f"{code(str(e.detail.get('target') or '(no command)'))}: "
+        + str(e.detail.get("outcome") or "not run")
         for e in entries
         if e.kind == "tool" and e.detail.get("name") == "run_command"
     ]
