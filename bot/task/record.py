@@ -80,4 +80,6 @@ class Events:
 
     def _add(self, kind: str, **fields: Any) -> None:
         if self.log is not None:
-            self.log.append({"role": "event", "kind": kind, **fields})
+            # `content` like every message entry (None: nothing for the model; readers of the
+            # conversation that take each entry's content keep working).
+            self.log.append({"role": "event", "kind": kind, "content": None, **fields})
