@@ -238,6 +238,8 @@ def test_bot_show_json_has_the_documented_keys_and_types(
     assert len(priced) == 6 and sum(priced) == Decimal(data["totals"]["cost"])  # exact
     assert data["totals"]["currency"] == "EUR" and data["status"] == "done"
     assert all(e["at"] for e in data["entries"]) and data["busy_seconds"] > 0
+    timed = [e for e in data["entries"] if e["kind"] in ("reply", "tool", "checks_run")]
+    assert len(timed) == 13 and all(e["duration"] is not None for e in timed)
 
 
 def test_bot_show_run_1_after_a_second_run(
@@ -325,6 +327,7 @@ def test_a_restart_in_the_middle_keeps_the_timeline_whole(rig: Rig, backend: str
     assert sum(e.prompt_tokens or 0 for e in replies) == state.usage.prompt_tokens
     assert timeline.totals.tokens == state.usage.total and timeline.totals.calls == 4
     assert sum(e.cost or 0 for e in replies) == timeline.totals.cost
+    assert all(e.duration is not None for e in replies + tools)  # each call, timed
     stamps = [e.at for e in timeline.entries]
     assert None not in stamps and stamps == sorted(stamps)  # type: ignore[type-var]
     assert [e.kind for e in timeline.entries].count("initial") == 1
