@@ -17,7 +17,7 @@ from bot.task.report import code, duration, what_i_did
 from bot.task.timeline import build_timeline
 from tests.store.helpers import KEY, file_store, state
 
-EVIL = "x`` <img src=x onerror=alert(1)> </details> @alice #1 **bold**\n- [ ] injected"
+EVIL = "x` y`` <img src=x onerror=alert(1)> </details> @alice #1 **bold**\n- [ ] injected"
 START = datetime(2025, 5, 6, 7, 0, 0, tzinfo=UTC)
 
 
