@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from bot.core.pricing import shown
-from bot.task.timeline import Entry, Timeline, Totals, clean
+from bot.task.entries import Entry, clean
+from bot.task.timeline import Timeline, Totals
 
 TITLE = "What I did"
 MOST = 20  # names listed per line; the rest are counted
