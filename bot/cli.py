@@ -7,6 +7,7 @@ Exit codes: 0 success; 1 the daemon could not work (authentication, forge unreac
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -33,7 +34,7 @@ from bot.service.prune import parse_duration, prune
 from bot.store.errors import DatabaseError, StateError
 from bot.store.factory import build_store
 from bot.task.preview import preview
-from bot.task.timeline import TimelineError, build_timeline
+from bot.task.timeline import TimelineError
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
@@ -232,37 +233,33 @@ def _show(settings: Settings, ref: str, run: int | None, as_json: bool, follow: 
     except ValueError as exc:
         print(f"bot: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    price = settings.llm.price
+    # Colour only on a terminal, and not there either when NO_COLOR is set (no-color.org).
+    tty = sys.stdout.isatty()
+    colour = tty and not os.environ.get("NO_COLOR")
+    store = None
     try:
         store = build_store(settings)
-        if follow and run is None:
-            stop = threading.Event()
-            try:
-                timeline = show.follow(
-                    store,
-                    key,
-                    price,
-                    sys.stdout,
-                    tty=sys.stdout.isatty(),
-                    wait=stop.wait,
-                    quiet=as_json,
-                )
-            except KeyboardInterrupt:
-                return EXIT_OK
-            if as_json:
-                print(timeline.json_text())
-            return EXIT_OK
-        timeline = build_timeline(store, key, run, price)
+        show.command(
+            store,
+            key,
+            run,
+            settings.llm.price,
+            sys.stdout,
+            show.Options(as_json=as_json, follow=follow, tty=tty, colour=colour),
+            wait=threading.Event().wait,
+        )
+    except KeyboardInterrupt:  # the end of a `--follow`
+        if tty:
+            print()  # below the progress line
     except TimelineError as exc:
         print(f"bot: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except StateError as exc:
         print(f"bot: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    if as_json:
-        print(timeline.json_text())
-    else:
-        print(show.render(timeline, show.Painter(sys.stdout.isatty())))
+    finally:
+        if store is not None:
+            store.close()
     return EXIT_OK
 
 

@@ -4,13 +4,16 @@ Everything comes from the store (`bot/task/timeline.py`), so it works beside a r
 on any machine that reaches the store, and after a restart. `--follow` reads the store again
 every second while the task runs, prints what was added and keeps one progress line (status,
 step, tokens, cost, last activity) at the bottom: rewritten in place on a TTY, printed when it
-changes otherwise. Nothing printed carries a control character from a forge or the model (the
-timeline's summaries are cleaned), so a comment cannot drive the terminal.
+changes otherwise; an earlier run (`--run N`) has ended and is printed once. Nothing printed
+carries a control character from a forge or the model (the timeline's summaries and the
+reason are cleaned; `--json` escapes everything outside ASCII), so a comment cannot drive the
+terminal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import TextIO
@@ -18,7 +21,8 @@ from typing import TextIO
 from bot.core.pricing import Price, shown
 from bot.model.thread import TaskKey
 from bot.store.base import Store
-from bot.task.report import duration
+from bot.task.entries import clean
+from bot.task.report import duration, unreported
 from bot.task.timeline import Entry, Timeline, Totals, build_timeline
 
 FOLLOW_SECONDS = 1.0
@@ -50,6 +54,40 @@ class Painter:
         return self(text, "2")
 
 
+@dataclass(frozen=True)
+class Options:
+    """How `bot show` prints: `tty` (the progress line rewritten in place), `colour`."""
+
+    as_json: bool = False
+    follow: bool = False
+    tty: bool = False
+    colour: bool = False
+
+
+def command(
+    store: Store,
+    key: TaskKey,
+    run: int | None,
+    price: Price | None,
+    out: TextIO,
+    options: Options,
+    wait: Callable[[float], bool],
+) -> Timeline:
+    """`bot show`: the run's timeline printed to `out`, followed while it runs when asked
+    (an earlier run has ended: it is printed once). Raises `TimelineError` for a task or run
+    the store does not have."""
+    timeline = build_timeline(store, key, run, price)
+    if options.follow and timeline.current:
+        screen = Screen(out, options.tty, quiet=options.as_json)
+        timeline = follow(store, key, price, screen, Painter(options.colour), wait, timeline)
+    elif not options.as_json:
+        out.write(render(timeline, Painter(options.colour)) + "\n")
+    if options.as_json:
+        out.write(timeline.json_text() + "\n")
+    out.flush()
+    return timeline
+
+
 def render(timeline: Timeline, paint: Painter) -> str:
     """The whole timeline as text: a header, one line per entry, the totals."""
     lines = [*header(timeline, paint), columns(timeline)]
@@ -62,7 +100,7 @@ def header(timeline: Timeline, paint: Painter) -> list[str]:
     first = f"{timeline.key}  run {timeline.run} of {timeline.runs}  "
     first += paint(status, _STATUS_COLOURS.get(status))
     if timeline.reason and timeline.status != "running":
-        first += f" ({timeline.reason})"
+        first += f" ({clean(timeline.reason)})"  # it may quote an endpoint's or forge's words
     second = f"started {_stamp(timeline.started, date=True)}"
     second += f"  last activity {_stamp(timeline.last_activity, date=True)}"
     if timeline.elapsed is not None:
@@ -82,6 +120,8 @@ def line(entry: Entry, timeline: Timeline, paint: Painter) -> str:
     tokens = ""
     if entry.prompt_tokens is not None:
         tokens = f"{entry.prompt_tokens:,}+{entry.completion_tokens or 0:,}"
+    elif entry.detail.get("usage_reported") is False:
+        tokens = "unreported"
     took = duration(entry.duration) if entry.duration is not None else ""
     cost = f"  {_cost(entry.cost):>12}" if timeline.totals.currency else ""
     colour = _COLOURS.get(entry.kind)
@@ -95,6 +135,9 @@ def line(entry: Entry, timeline: Timeline, paint: Painter) -> str:
 
 def footer(timeline: Timeline) -> list[str]:
     lines = ["", f"run {timeline.run}: {_totals(timeline.totals)}"]
+    unknown = unreported(timeline.entries)
+    if unknown:
+        lines[-1] += f"; {unknown} model call{'' if unknown == 1 else 's'} reported no usage"
     if timeline.runs > 1:
         lines.append(f"task, all {timeline.runs} runs: {_totals(timeline.task_totals)}")
     return lines
@@ -113,18 +156,16 @@ def follow(
     store: Store,
     key: TaskKey,
     price: Price | None,
-    out: TextIO,
-    *,
-    tty: bool,
+    screen: Screen,
+    paint: Painter,
     wait: Callable[[float], bool],
-    quiet: bool = False,
+    timeline: Timeline | None = None,
 ) -> Timeline:
     """Print the current run and what it adds until the task is no longer running (or `wait`,
-    called between reads, returns True); the last timeline read. `quiet`: print nothing (for
-    `--json --follow`, which prints the final JSON)."""
-    screen = _Screen(out, tty, quiet)
-    paint = Painter(tty)
-    timeline = build_timeline(store, key, price=price)
+    called between reads, returns True); the last timeline read. `timeline`: the first read,
+    when the caller has it."""
+    if timeline is None:
+        timeline = build_timeline(store, key, price=price)
     screen.say(*header(timeline, paint), columns(timeline))
     printed, run = 0, timeline.run
     while True:
@@ -143,11 +184,12 @@ def follow(
     return timeline
 
 
-class _Screen:
+class Screen:
     """Lines, and the progress line below them: on a TTY one line rewritten in place (cleared
-    before anything else is printed), otherwise a line printed whenever it changes."""
+    before anything else is printed), otherwise a line printed whenever it changes. `quiet`:
+    nothing at all (`--json --follow` prints only the final JSON)."""
 
-    def __init__(self, out: TextIO, tty: bool, quiet: bool) -> None:
+    def __init__(self, out: TextIO, tty: bool, quiet: bool = False) -> None:
         self.out, self.tty, self.quiet = out, tty, quiet
         self.shown = ""  # the progress line on screen now (TTY) or printed last
 

@@ -19,6 +19,9 @@ Entry kinds (where each is appended):
 | `status` | bot | started, paused, resumed, the end and its reason (`bot/task/lifecycle.py`) |
 | `error` | forge, model | a run cut short by an error, to be retried (`runner.py`, `turn.py`) |
 
+A model call (`reply`, `summary`) whose endpoint reported no usage has no tokens and no cost,
+and `detail["usage_reported"]` is False: its tokens are in no total.
+
 Summaries are one line of plain text with control characters removed; they may quote the
 model's words and name files and commands, so they are for the people who run the bot (the
 terminal, the task page), not for the thread: the thread's account is `bot/task/report.py`.
@@ -100,6 +103,8 @@ def _entry(
     usage = item.get("usage") if isinstance(item.get("usage"), dict) else None
     prompt = completion = None
     cost = None
+    if item.get("usage_reported") is False:  # the endpoint sent no numbers: none shown
+        usage, detail = None, {**detail, "usage_reported": False}
     if usage is not None:
         prompt, completion = (
             int(usage.get("prompt_tokens") or 0),

@@ -116,6 +116,8 @@ class Poster:
         since = parse_time(created_at) - LOOKBACK
         for comment in self.forge.list_comments(self.key, since=since):
             # Only the bot's own comments count: a person quoting the marker is not a post.
-            if comment.author == self.bot_login and tag in comment.body:
+            # And only where the bot puts it, at the end: a post may quote names from outside
+            # (the final comment's "What I did": a path in a fork can read like a marker).
+            if comment.author == self.bot_login and comment.body.rstrip().endswith(tag):
                 return comment.id
         return None

@@ -38,7 +38,7 @@ from bot.context.engine import initial_context, opening_budget
 from bot.context.tokens import TokenCounter
 from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.config import Settings
-from bot.core.log import get_logger
+from bot.core.log import Redactor, get_logger, redactor
 from bot.core.metrics import Metrics
 from bot.core.prompts import load_prompt
 from bot.forge.base import Forge
@@ -55,7 +55,7 @@ from bot.repo.workspace import Workspace
 from bot.store.base import Store
 from bot.store.errors import LeaseLost
 from bot.task.comments import CommentDetectionManager, comment_ref
-from bot.task.confidential import InternalNotes
+from bot.task.confidential import InternalNotes, withhold
 from bot.task.controls import commands_since_finish, split_commands
 from bot.task.failures import settle
 from bot.task.fencing import fenced
@@ -477,9 +477,17 @@ class _Run:
         return end.halt
 
     def _what_i_did(self) -> str:
-        """The final comment's account of this run, from the store (as `bot show` sees it)."""
+        """The final comment's account of this run, from the store (as `bot show` sees it).
+        Each name in it is shown without internal-note text or secrets: the configured ones,
+        those the adapters learned (installation tokens), and anything shaped like a token."""
         timeline = build_timeline(self.store, self.key, price=self.settings.llm.price)
-        return what_i_did(timeline, self.state.changes, now=self.deps.clock.now())
+        notes = self.poster.internal.current()
+        configured = Redactor(self.settings.secrets())
+
+        def public(text: str) -> str:
+            return redactor().scrub(configured.scrub(withhold(text, notes)))
+
+        return what_i_did(timeline, self.state.changes, self.deps.clock.now(), public)
 
     def _author_trusted(self, thread: Thread) -> bool:
         return author_trusted(self.forge, thread, self.detector.trust)

@@ -111,7 +111,9 @@ class Timeline:
         }
 
     def json_text(self) -> str:
-        return json.dumps(self.to_json(), ensure_ascii=False, indent=1)
+        # ASCII only: a forge's or the model's text (an author, a path, a command in `detail`)
+        # is escaped, so no control character of theirs reaches a terminal that shows it.
+        return json.dumps(self.to_json(), ensure_ascii=True, indent=1)
 
 
 def build_timeline(
@@ -121,6 +123,8 @@ def build_timeline(
     state = store.load(key)
     if state is None:
         raise TimelineError(f"no task {key} in {store.where}")
+    if state.run < 1:  # not written by any version; a hand-made or damaged state
+        raise TimelineError(f"task {key} has no run on record")
     run = state.run if run is None else run
     if not 1 <= run <= state.run:
         raise TimelineError(f"task {key} has runs 1 to {state.run}; there is no run {run}")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
+from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, usage_fields, visible
 from bot.agent.shrink import StillTooLong, WindowCap, complete_or_shrink
 from bot.agent.tools import Toolbox, ToolResult
 from bot.context.tokens import TokenCounter
@@ -142,10 +142,7 @@ class Turn:
                 **reply.message(),
                 "kind": "reply",
                 "step": state.step,
-                "usage": {
-                    "prompt_tokens": reply.prompt_tokens,
-                    "completion_tokens": reply.completion_tokens,
-                },
+                **usage_fields(reply),
                 "duration": round(duration, 3),
             }
         )

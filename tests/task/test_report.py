@@ -1,7 +1,9 @@
 """The "What I did" section is public-safe as Markdown: names that came from a fork's code, the
 model or a login (file paths, commands, tool names, authors) stay inside code spans, on their
-own line, whatever they hold. Rendered by a real CommonMark renderer with HTML passed through,
-as the forges render comments before they sanitize them."""
+own line, whatever they hold; they pass the caller's filter (internal notes, secrets) whole,
+before they are cut; an internal note spread over two names leaves every name out. Rendered by
+a real CommonMark renderer with HTML passed through, as the forges render comments before they
+sanitize them."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
+from bot.core.log import Redactor
 from bot.model.state import Usage
+from bot.task.confidential import withhold
 from bot.task.report import code, duration, what_i_did
-from bot.task.timeline import build_timeline
+from bot.task.timeline import Entry, Timeline, Totals, build_timeline
 from tests.store.helpers import KEY, file_store, state
 
 EVIL = "x` y`` <img src=x onerror=alert(1)> </details> @alice #1 **bold**\n- [ ] injected"
@@ -104,3 +108,48 @@ def test_durations_read_as_people_say_them() -> None:
         "3 min 5 s",
         "2 h 5 min",
     ]
+
+
+NOTE = "Customer ACME pays 40k a year and says they will leave in March"
+
+
+def bare(*entries: Entry, step: int = 1) -> Timeline:
+    none = Totals(calls=step, prompt_tokens=10, completion_tokens=2)
+    return Timeline(
+        key=str(KEY), run=1, runs=1, status="running", reason=None, step=step,
+        entries=entries, totals=none, task_totals=none, busy_seconds=0.0,
+        started=START, last_activity=START,
+    )  # fmt: skip
+
+
+def command(text: str, outcome: str | None) -> Entry:
+    detail = {"name": "run_command", "target": text, "ok": True, "outcome": outcome}
+    return Entry(at=START, kind="tool", actor="tool", summary="", detail=detail)
+
+
+def test_a_note_split_over_two_names_leaves_every_name_out() -> None:
+    # Each name alone holds too little of the note to be withheld; together they hold a run.
+    # Withheld as every post is, the run would take the first span's closing backticks with
+    # it and the second name's HTML would render.
+    changes = {"docs/a``b Customer ACME pays 40k a": "x", "year and says <b>bold</b> x": "y"}
+    section = what_i_did(bare(), changes, START, public=lambda t: withhold(t, [NOTE]))
+    posted = withhold(section, [NOTE])  # Poster.deliver, on the whole comment
+    html = MarkdownIt("commonmark").render(posted)
+    assert posted == section and "<b>" not in html
+    assert "<li>Files changed: 2 names withheld</li>" in html
+
+
+def test_a_secret_is_redacted_before_a_long_name_is_cut() -> None:
+    secret = "s3cr3t-" + "k" * 40
+    long = "curl " + "x" * 100 + f" -H 'Authorization: {secret}'"  # past the 120 shown
+    section = what_i_did(bare(command(long, "passed")), {}, START, Redactor([secret]).scrub)
+    assert secret[:8] not in section and "s3cr3t" not in section
+
+
+def test_an_outcome_is_plain_only_when_it_is_in_our_words() -> None:
+    section = what_i_did(
+        bare(command("make", "failed (exit status 2)"), command("ls", "not run: *x* <i>y</i>")),
+        {},
+        START,
+    )
+    assert "`make`: failed (exit status 2), `ls`: `not run: *x* <i>y</i>`" in section

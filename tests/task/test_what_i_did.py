@@ -22,10 +22,10 @@ from bot.forge.factory import build_sources
 from bot.model.state import Status
 from bot.task.confidential import WITHHELD
 from bot.task.timeline import build_timeline
-from bot_sandbox.llm_server import count_tool_results
 from tests.rig import Rig
 from tests.store.helpers import migrated
 from tests.task.test_internal_notes import PIECES, SECRET, leaks
+from tests.test_agent_e2e import call, scripted
 
 PRICE = ", price: {input_per_million: 2.5, output_per_million: 10, currency: EUR}"
 JAIL = """
@@ -39,20 +39,13 @@ jail:
 COMMAND = "python3 -c \"print('x' * 3 + 'yz-marker')\""
 PRINTED = "xxxyz-marker"
 DEMO = (
-    ("update_plan", {"items": [{"text": "Read src/app.py"}, {"text": "Print hello"}]}),
-    ("read_file", {"path": "src/app.py"}),
-    ("edit_file", {"path": "src/app.py", "old": "print('hi')", "new": "print('hello')"}),
-    ("run_command", {"command": COMMAND}),
-    ("read_file", {"path": "src/app.py"}),
-    ("finish", {"summary": "src/app.py now prints hello."}),
+    call("update_plan", items=[{"text": "Read src/app.py"}, {"text": "Print hello"}]),
+    call("read_file", path="src/app.py"),
+    call("edit_file", path="src/app.py", old="print('hi')", new="print('hello')"),
+    call("run_command", command=COMMAND),
+    call("read_file", path="src/app.py"),
+    call("finish", summary="src/app.py now prints hello."),
 )
-
-
-def scripted(*steps: tuple[str, dict[str, Any]]) -> Any:
-    def policy(request: dict[str, Any]) -> dict[str, Any]:
-        return {"tool_calls": [steps[min(count_tool_results(request), len(steps) - 1)]]}
-
-    return policy
 
 
 def cost(prompt: int, completion: int) -> Decimal:
@@ -248,15 +241,15 @@ def test_bot_show_run_1_after_a_second_run(
     rig.llm_options = PRICE
     thread = rig.issue(title="Say hello", body="src/app.py should print hello.")
     rig.model.policy = scripted(
-        ("edit_file", {"path": "src/app.py", "old": "'hi'", "new": "'hello'"}),
-        ("finish", {"summary": "First pass."}),
+        call("edit_file", path="src/app.py", old="'hi'", new="'hello'"),
+        call("finish", summary="First pass."),
     )
     rig.run_once()
     rig.set_labels(thread, ["coding agent done", "coding agent"])
     rig.comment(thread, "Please also add a newline at the end of README.md.")
     rig.model.policy = scripted(
-        ("write_file", {"path": "README.md", "content": "# app\n\n"}),
-        ("finish", {"summary": "Second pass."}),
+        call("write_file", path="README.md", content="# app\n\n"),
+        call("finish", summary="Second pass."),
     )
     rig.run_once()
     assert rig.state(thread).run == 2
@@ -344,8 +337,8 @@ def test_an_internal_note_never_reaches_the_report(rig: Rig) -> None:
     rig.forge.world.add_internal_note("acme/app", thread.number, SECRET, kind="issue")
     rig.comment(thread, "Looks fine to me.", author="bob")  # public, from a reader
     rig.model.policy = scripted(
-        ("run_command", {"command": f"echo '{SECRET}'"}),  # the model repeats the note
-        ("finish", {"summary": "Nothing to change."}),
+        call("run_command", command=f"echo '{SECRET}'"),  # the model repeats the note
+        call("finish", summary="Nothing to change."),
     )
     rig.run_once()
     final = rig.bot_comments(thread)[-1]
@@ -358,7 +351,7 @@ def test_an_internal_note_never_reaches_the_report(rig: Rig) -> None:
 def test_agent_report_false_leaves_the_section_out(rig: Rig) -> None:
     rig.extra_config = "agent: {report: false}"
     thread = rig.issue(title="Say hello", body="src/app.py should print hello.")
-    rig.model.policy = scripted(("finish", {"summary": "Nothing to change."}))
+    rig.model.policy = scripted(call("finish", summary="Nothing to change."))
     rig.run_once()
     final = rig.bot_comments(thread)[-1]
     assert final.startswith("Nothing to change.") and "<details>" not in final
