@@ -34,6 +34,7 @@ _COLOURS = {
     "comments": "35",  # magenta: people
     "skipped": "35",
     "control": "35",
+    "ignored": "35",
     "checks_run": "34",  # blue
     "published": "32",  # green
     "error": "31",  # red

@@ -17,6 +17,7 @@ Entry kinds (where each is appended):
 | `published` | bot | branch, commit, request or patch (`bot/task/finishing.py`) |
 | `posted` | bot | a comment the bot posted (`bot/task/posting.py` `deliver`) |
 | `status` | bot | started, paused, resumed, the end and its reason (`bot/task/lifecycle.py`) |
+| `ignored` | the person | a control label from someone who may not give it (`bot/task/gate.py`) |
 | `error` | forge, model | a run cut short by an error, to be retried (`runner.py`, `turn.py`) |
 
 A model call (`reply`, `summary`) whose endpoint reported no usage has no tokens and no cost,
@@ -240,6 +241,15 @@ def _status(item: Mapping[str, Any], calls: Calls) -> Described:
     return "bot", f"{status}: {reason}" if reason else str(status), detail
 
 
+_IGNORED = {"labeled": "added the label", "unlabeled": "removed the label"}
+
+
+def _ignored(item: Mapping[str, Any], calls: Calls) -> Described:
+    detail = {k: item.get(k) for k in ("control", "name", "actor")}
+    what = f"{_IGNORED.get(str(item.get('control')), item.get('control'))} {item.get('name')}"
+    return str(item.get("actor") or "people"), f"ignored: {what} (no write access)", detail
+
+
 def _error(item: Mapping[str, Any], calls: Calls) -> Described:
     detail = {k: item.get(k) for k in ("source", "error", "retry_at")}
     text = f"error: {item.get('error')}"
@@ -267,6 +277,7 @@ _DESCRIBE: dict[str, Callable[[Mapping[str, Any], Calls], Described]] = {
     "published": _published,
     "posted": _posted,
     "status": _status,
+    "ignored": _ignored,
     "error": _error,
 }
 

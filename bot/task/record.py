@@ -2,10 +2,11 @@
 
 `Stamped` puts the time on every entry the run appends (`at`, ISO 8601 UTC, on the daemon's
 injected clock). `Events` appends the run's own doings as entries of role `event`: status
-changes (pause, resume, the end), comments posted, publication, what the checks did, errors
-that ended a run. The model never sees them (`bot/agent/history.py` `visible` keeps only the
-chat roles); the timeline reads them (`bot/task/timeline.py`). Each is appended after the
-state that it reports is saved: a crash between the two loses the entry, never repeats it.
+changes (pause, resume, the end), comments posted, publication, what the checks did, controls
+ignored (a label from someone without write access), errors that ended a run. The model never
+sees them (`bot/agent/history.py` `visible` keeps only the chat roles); the timeline reads them
+(`bot/task/timeline.py`). Each is appended after the state that it reports is saved (or the
+comment that says it is posted): a crash between the two loses the entry, never repeats it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from bot.agent.commands import CheckReport
 from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.model.state import Status
+from bot.model.thread import ControlEvent
 from bot.repo.publish import Published
 from bot.store.base import ConversationLog
 
@@ -73,6 +75,10 @@ class Events:
             for r in reports or []
         ]
         self._add("checks_run", enabled=reports is not None, checks=done)
+
+    def ignored(self, event: ControlEvent) -> None:
+        """A control from someone who may not give it (bot/task/gate.py), undone and said."""
+        self._add("ignored", control=event.kind, name=event.name, actor=event.actor)
 
     def error(self, source: str, error: str, retry_at: str | None = None) -> None:
         """A run ended by an error it may recover from (`source`: forge, model)."""

@@ -197,7 +197,7 @@ class _Run:
             labels,
             deps.stop,
             deps.metrics,
-            self.gate.of(lambda: self.state),
+            self.gate.of(lambda: self.state, self.events.ignored),
             clock=deps.clock,
         )
         self._workspace: Workspace | None = None

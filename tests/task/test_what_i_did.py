@@ -137,82 +137,8 @@ def test_a_demo_run_says_what_it_did_and_bot_show_prints_that_run(
     assert re.search(r"  published   bot .* draft change request http", out)
 
 
-TOTALS = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["calls", "prompt_tokens", "completion_tokens", "tokens", "cost", "currency"],
-    "properties": {
-        "calls": {"type": "integer", "minimum": 0},
-        "prompt_tokens": {"type": "integer", "minimum": 0},
-        "completion_tokens": {"type": "integer", "minimum": 0},
-        "tokens": {"type": "integer", "minimum": 0},
-        "cost": {"type": ["string", "null"], "pattern": r"^\d+(\.\d+)?$"},
-        "currency": {"type": ["string", "null"]},
-    },
-}
-STAMP = {"type": ["string", "null"], "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$"}
-ENTRY = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": [
-        "at",
-        "kind",
-        "actor",
-        "summary",
-        "prompt_tokens",
-        "completion_tokens",
-        "duration",
-        "cost",
-        "detail",
-    ],
-    "properties": {
-        "at": STAMP,
-        "kind": {"type": "string", "minLength": 1},
-        "actor": {"type": "string", "minLength": 1},
-        "summary": {"type": "string"},
-        "prompt_tokens": {"type": ["integer", "null"]},
-        "completion_tokens": {"type": ["integer", "null"]},
-        "duration": {"type": ["number", "null"], "minimum": 0},
-        "cost": {"type": ["string", "null"], "pattern": r"^\d+(\.\d+)?$"},
-        "detail": {"type": "object"},
-    },
-}
-TIMELINE = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": [
-        "key",
-        "run",
-        "runs",
-        "status",
-        "reason",
-        "step",
-        "holder",
-        "started",
-        "last_activity",
-        "elapsed_seconds",
-        "busy_seconds",
-        "totals",
-        "task_totals",
-        "entries",
-    ],
-    "properties": {
-        "key": {"type": "string"},
-        "run": {"type": "integer", "minimum": 1},
-        "runs": {"type": "integer", "minimum": 1},
-        "status": {"enum": ["running", "paused", "stopped", "done", "failed", None]},
-        "reason": {"type": ["string", "null"]},
-        "step": {"type": ["integer", "null"]},
-        "holder": {"type": ["string", "null"]},
-        "started": STAMP,
-        "last_activity": STAMP,
-        "elapsed_seconds": {"type": ["number", "null"], "minimum": 0},
-        "busy_seconds": {"type": "number", "minimum": 0},
-        "totals": TOTALS,
-        "task_totals": TOTALS,
-        "entries": {"type": "array", "items": ENTRY},
-    },
-}
+# The documented shape (README, "What it did, and what it cost"), per entry kind too.
+SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "bot-show.schema.json").read_text())
 
 
 @pytest.mark.parametrize("platform", ["github"])
@@ -223,7 +149,8 @@ def test_bot_show_json_has_the_documented_keys_and_types(
     code, out, _ = show(rig, tmp_path, capsys, str(rig.key(thread)), "--json")
     assert code == 0
     data = json.loads(out)
-    jsonschema.validate(data, TIMELINE)
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)
     kinds = [e["kind"] for e in data["entries"]]
     assert {"system", "initial", "reply", "tool", "checks_run", "published", "posted"} <= set(kinds)
     assert kinds.count("status") == 2  # started, done
@@ -260,6 +187,7 @@ def test_bot_show_run_1_after_a_second_run(
         code, out, _ = show(rig, tmp_path, capsys, *args)
         assert code == 0
         runs[json.loads(out)["run"]] = json.loads(out)
+        jsonschema.validate(json.loads(out), SCHEMA, cls=jsonschema.Draft202012Validator)
     targets = {
         n: {e["detail"].get("target") for e in run["entries"] if e["kind"] == "tool"}
         for n, run in runs.items()

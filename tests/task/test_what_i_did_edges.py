@@ -1,21 +1,24 @@
 """The run's account where it could go wrong, end to end with the real clients: a secret in a
 command the model ran, a model endpoint that reports no usage, and a run cut short by the
-model's endpoint before it ended done."""
+model's endpoint before it ended done, and a control it ignored."""
 
 from __future__ import annotations
 
 import json
 import re
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 
 from bot.cli import main
 from bot.model.state import Status
 from bot.task.timeline import build_timeline
-from bot_sandbox.llm_server import Scripted
+from bot_sandbox.llm_server import Scripted, count_tool_results
+from tests.conftest import REPO
 from tests.rig import Rig
-from tests.task.test_what_i_did import JAIL, PRICE, details
+from tests.task.test_what_i_did import JAIL, PRICE, SCHEMA, details
 from tests.test_agent_e2e import call, scripted
 
 KEY = "correct-horse-battery-staple"  # a configured secret of no known shape (llm.api_key)
@@ -86,6 +89,7 @@ def test_a_run_cut_short_by_the_model_shows_the_error_and_ends_done(
     capsys.readouterr()
     assert main(["show", "-c", str(config), str(rig.key(thread)), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
+    jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)
     kinds = [e["kind"] for e in data["entries"]]
     error = next(e for e in data["entries"] if e["kind"] == "error")
     assert error["actor"] == "model" and "503" in error["summary"]
@@ -97,3 +101,27 @@ def test_a_run_cut_short_by_the_model_shows_the_error_and_ends_done(
     ]
     assert data["totals"]["calls"] == 1  # the refused call is not a model call
     assert "- Steps: 1 model call in " in details(rig.bot_comments(thread)[-1])
+
+
+@pytest.mark.parametrize("platform", ["gitlab"])
+def test_a_control_it_ignored_is_on_the_timeline_once(rig: Rig) -> None:
+    rig.forge.world.repo(rig.platform, REPO).roles["tracy"] = "triage"  # GitLab: Reporter
+    thread = rig.issue(title="Say hello", body="src/app.py should print hello.")
+    paused = "coding agent paused"
+
+    def policy(request: dict[str, Any]) -> dict[str, Any]:
+        if count_tool_results(request) == 0:
+            labels = [*thread.labels, paused]
+            rig.forge.world.set_labels(rig.platform, REPO, thread.number, labels, actor="tracy")
+            return call("read_file", path="src/app.py")
+        return call("finish", summary="Nothing to change.")
+
+    rig.model.policy = policy
+    rig.run_once()
+    assert rig.state(thread).status is Status.DONE
+    timeline = build_timeline(rig.store(), rig.key(thread))
+    ignored = [e for e in timeline.entries if e.kind == "ignored"]
+    assert [(e.actor, e.summary) for e in ignored] == [
+        ("tracy", f"ignored: added the label {paused} (no write access)")
+    ]
+    assert ignored[0].detail == {"control": "labeled", "name": paused, "actor": "tracy"}
