@@ -168,9 +168,10 @@ def totals(usage: Usage, price: Price | None) -> Totals:
 
 def _archived(entries: tuple[Entry, ...]) -> tuple[str | None, str | None, int | None, Usage]:
     """An archived run's end (its last status entry), steps and usage, from its entries: its
-    state is the next run's now."""
+    state is the next run's now. It has ended whatever its entries say: a last entry that
+    says running (its end lost in a crash before it was appended) tells no end (None)."""
     ends = [e.detail for e in entries if e.kind == "status" and e.detail.get("status")]
-    last = ends[-1] if ends else {}
+    last = ends[-1] if ends and ends[-1].get("status") != "running" else {}
     step = max((int(e.detail.get("step") or 0) for e in entries), default=0) or None
     return last.get("status"), last.get("reason"), step, _usage_of(entries)
 
