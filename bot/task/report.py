@@ -125,7 +125,8 @@ class _Section:
             return ""
         ranked = sorted(counted.items(), key=lambda kv: (-kv[1], kv[0]))
         said = ", ".join(f"{self.names.one(name)} ({n})" for name, n in ranked[:MOST])
-        return "Tools called: " + said
+        more = f" and {len(ranked) - MOST} more" if len(ranked) > MOST else ""
+        return "Tools called: " + said + more
 
     def _files_read(self) -> str:
         paths = [

@@ -153,3 +153,16 @@ def test_an_outcome_is_plain_only_when_it_is_in_our_words() -> None:
         START,
     )
     assert "`make`: failed (exit status 2), `ls`: `not run: *x* <i>y</i>`" in section
+
+
+def test_long_lists_are_cut_and_counted() -> None:
+    tools = [  # a model that calls tools that do not exist, each once
+        Entry(at=START, kind="tool", actor="tool", summary="", detail={"name": f"t{n:02}"})
+        for n in range(25)
+    ]
+    section = what_i_did(bare(*tools, *(command(f"c{n}", "passed") for n in range(22))), {}, START)
+    lines = section.splitlines()
+    tools_line = next(line for line in lines if line.startswith("- Tools called: "))
+    assert tools_line.startswith("- Tools called: `run_command` (22), `t00` (1), `t01` (1)")
+    assert tools_line.endswith(", `t18` (1) and 6 more")  # 26 names: 20 shown
+    assert next(line for line in lines if line.startswith("- Commands: ")).endswith(" and 2 more")
