@@ -36,6 +36,9 @@ class ToolResult:
     ok: bool = True
     malformed: bool = False
     finish: str | None = None
+    # What a command did, in our own words ("passed", "failed (exit status 1)"): recorded
+    # beside the result for the timeline and the report, which never show its output.
+    outcome: str | None = None
 
 
 @dataclass(frozen=True)
