@@ -14,7 +14,7 @@ import requests
 from bot.app import Application, ListenError
 from bot.task.page_link import page_url
 from tests.rig import Rig
-from tests.task.test_what_i_did import scripted
+from tests.test_agent_e2e import call, scripted
 
 
 def free_port() -> int:
@@ -65,7 +65,7 @@ def test_a_taken_page_port_is_refused_naming_ui_listen(rig: Rig) -> None:
 
 def test_the_final_comment_links_to_the_task_page_under_public_url(rig: Rig) -> None:
     rig.extra_config = "ui: {public_url: 'https://bot.example/ci/'}\n"
-    rig.model.policy = scripted(("finish", {"summary": "Nothing to change."}))
+    rig.model.policy = scripted(call("finish", summary="Nothing to change."))
     thread = rig.issue()
     rig.run_once()
     final = rig.bot_comments(thread)[-1]
@@ -76,7 +76,7 @@ def test_the_final_comment_links_to_the_task_page_under_public_url(rig: Rig) -> 
 
 
 def test_without_public_url_the_final_comment_has_no_page_link(rig: Rig) -> None:
-    rig.model.policy = scripted(("finish", {"summary": "Nothing to change."}))
+    rig.model.policy = scripted(call("finish", summary="Nothing to change."))
     thread = rig.issue()
     rig.run_once()
     assert "/tasks/" not in rig.bot_comments(thread)[-1]
