@@ -6,6 +6,7 @@ docs/architecture.md, "What is kept where".
 
 from __future__ import annotations
 
+from decimal import Decimal
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
@@ -59,6 +60,24 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
+class Cap(StrEnum):
+    """What a run spends, each with its cap: reaching one pauses the task and asks."""
+
+    STEPS = "steps"  # model calls, `llm.max_steps`
+    TOKENS = "tokens"  # prompt + completion tokens, `llm.max_tokens_per_task`
+    COST = "cost"  # what those tokens cost at `llm.price`, `llm.max_cost_per_task`
+
+
+class Allowance(BaseModel):
+    """What the run may spend before it pauses, as limits on its own counters (`step`, the
+    usage's tokens, their cost): None is the configured cap. A writer's resume after a cap sets
+    each to what was used at the resume plus what it grants (bot/task/allowance.py)."""
+
+    steps: int | None = None
+    tokens: int | None = None
+    cost: Decimal | None = None
+
+
 class TaskState(BaseModel):
     key: str
     run: int = 1
@@ -75,6 +94,8 @@ class TaskState(BaseModel):
     # after a crash the call is answered from here instead of being carried out twice.
     tool_journal: dict[str, str] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
+    allowance: Allowance = Field(default_factory=Allowance)
+    capped: Cap | None = None  # the cap that paused the task; cleared by the resume
     malformed_streak: int = 0
     llm_failures: int = 0  # consecutive model calls that failed after the client's retries
     # Consecutive runs that ended on a forge error, and when the next may start (backoff).

@@ -11,11 +11,16 @@ from enum import StrEnum
 
 from bot.core.clock import format_time, parse_time
 from bot.forge.base import Forge
+from bot.model.grant import PLAIN, Grant, parse_grant
 from bot.model.state import TaskState
 from bot.model.thread import TaskKey
 from bot.model.trust import Identity, NewComment, Trust
 
-_COMMAND = re.compile(r"^\s*/bot(?:\s+(pause|resume|stop|start))?\s*$", re.IGNORECASE)
+# `/bot resume` may carry one word more: what it grants after a cap (bot/model/grant.py).
+_COMMAND = re.compile(
+    r"^\s*/bot(?:\s+(pause|resume|stop|start)(?:(?<=resume)\s+(?P<grant>\S.*?))?)?\s*$",
+    re.IGNORECASE,
+)
 
 
 class Command(StrEnum):
@@ -27,13 +32,23 @@ class Command(StrEnum):
 
 def parse_command(body: str) -> Command | None:
     """A command is a comment whose first non-empty line is `/bot [verb]`."""
+    parsed = parse_control(body)
+    return None if parsed is None else parsed[0]
+
+
+def parse_control(body: str) -> tuple[Command, Grant] | None:
+    """The command and, for `/bot resume <more>`, what it grants (else `PLAIN`)."""
     for line in body.splitlines():
         if not line.strip():
             continue
         match = _COMMAND.match(line)
         if match is None:
             return None
-        return Command((match.group(1) or "start").lower())
+        command = Command((match.group(1) or "start").lower())
+        if match["grant"] is None:
+            return command, PLAIN
+        grant = parse_grant(match["grant"])
+        return None if grant is None else (command, grant)
     return None
 
 
@@ -45,10 +60,13 @@ class Split:
     # Comments whose command is obeyed now and whose other text is in `talk`.
     obeyed: list[NewComment] = field(default_factory=list)
     times: list[datetime] = field(default_factory=list)  # when each command was written
+    grants: list[Grant] = field(default_factory=list)  # what each grants (`PLAIN` but resume)
 
-    def commands_after(self, at: datetime) -> list[Command]:
-        """The commands written after `at` (one second is a tie: not after)."""
-        return [c for c, when in zip(self.commands, self.times, strict=True) if when > at]
+    def counted(self, at: datetime | None = None) -> list[tuple[Command, Grant]]:
+        """The commands with their grants written after `at` (None: all; one second is a
+        tie: not after)."""
+        every = zip(self.commands, self.grants, self.times, strict=True)
+        return [(c, g) for c, g, when in every if at is None or when > at]
 
 
 def split_commands(
@@ -63,14 +81,15 @@ def split_commands(
     split = Split([], [], [])
     done = obeyed or {}
     for item in comments:
-        command = parse_command(item.comment.body) if item.trusted and not item.edited else None
-        if command is None:
+        parsed = parse_control(item.comment.body) if item.trusted and not item.edited else None
+        if parsed is None:
             split.talk.append(item)
             continue
         rest = _after_command(item.comment.body)
         again = done.get(item.comment.id, "") >= format_time(item.comment.updated_at)
         if not again:
-            split.commands.append(command)
+            split.commands.append(parsed[0])
+            split.grants.append(parsed[1])
             split.times.append(item.comment.created_at)
         if rest:
             split.talk.append(replace(item, comment=replace(item.comment, body=rest)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from bot.core.config import LabelSettings
 from bot.core.log import get_logger
 from bot.forge.base import Forge
-from bot.model.state import Status, TaskState
+from bot.model.state import Allowance, Cap, Status, TaskState
 from bot.model.thread import TaskKey
 from bot.store.base import Store
 from bot.task.comments import CommentDetectionManager
@@ -83,11 +83,29 @@ class Lifecycle:
         log.info("task_paused", step=self.state.step)
         return Outcome.PAUSED
 
-    def resume(self) -> None:
+    def pause_at_cap(self, cap: Cap, note: str) -> Outcome:
+        """A cap is reached: paused, and asked once (`note`). Status, cap and the comment's
+        intent in one save, then the comment, then the paused label: the run stops here
+        with nothing thrown away, and a crash before the label keeps it paused
+        (bot/task/handover.py)."""
+        self.state.status = Status.PAUSED
+        self.state.capped = cap
+        self.poster.intend("capped", note)
+        self.save()
+        self.poster.deliver(look_up=False)
+        self.sync_labels()
+        log.info("task_capped", step=self.state.step, cap=cap.value, usage=self.state.usage.total)
+        return Outcome.PAUSED
+
+    def resume(self, allowance: Allowance | None = None, note: str = RESUMED_NOTE) -> None:
+        """Running again; after a cap with the `allowance` the resume granted."""
         self.state.status = Status.RUNNING
+        if allowance is not None:
+            self.state.allowance = allowance
+            self.state.capped = None
         self.save()
         self.sync_labels()
-        self.poster.post("resumed", RESUMED_NOTE)
+        self.poster.post("resumed", note)
         log.info("task_resumed", step=self.state.step)
 
     def stop(self) -> Outcome:

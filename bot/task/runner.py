@@ -182,6 +182,7 @@ class _Run:
             deps.stop,
             deps.metrics,
             self.gate.of(lambda: self.state),
+            llm,
             clock=deps.clock,
         )
         self._workspace: Workspace | None = None

@@ -6,7 +6,8 @@ One check reads the thread (state and labels) and the comments changed since the
 - the thread is gone (404/410)          -> halt (stopped, reason `deleted`)
 - the thread is closed or merged        -> halt (stopped, reason `closed`)
 - a stop or pause from the controls     -> halt (stopped / paused)
-- a resume while paused                 -> running again
+- a cap reached (bot/task/allowance.py) -> halt (paused, one comment that asks)
+- a resume while paused                 -> running again (after a cap: a new allowance)
 - human talk, when `deliver` is set     -> appended to the conversation, then marked seen
 
 Commands are consumed at every check; talk is delivered only at full checks (between a tool
@@ -23,15 +24,18 @@ from datetime import datetime
 from typing import Protocol
 
 from bot.core.clock import SYSTEM_CLOCK, Clock, format_time
-from bot.core.config import LabelSettings
+from bot.core.config import LabelSettings, LLMSettings
 from bot.core.log import get_logger
 from bot.core.metrics import Metrics
 from bot.forge.base import Forge
 from bot.forge.errors import ForgeError, NotFound
-from bot.model.state import Status
+from bot.model.grant import PLAIN, Grant
+from bot.model.state import Cap, Status
 from bot.model.thread import TaskKey, Thread
 from bot.model.trust import NewComment
 from bot.store.base import ConversationLog
+from bot.task.allowance import reached, renew
+from bot.task.cap_note import cap_note, resumed_note
 from bot.task.comments import CommentDetectionManager
 from bot.task.controls import Command, Split, split_commands
 from bot.task.handover import Running, Verdict, may_run
@@ -77,6 +81,7 @@ class SafePoint:
         stop: threading.Event,
         metrics: Metrics,
         label_trust: LabelTrust,
+        llm: LLMSettings,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.forge = forge
@@ -90,6 +95,7 @@ class SafePoint:
         self.clock = clock  # how long a comment waited for delivery
         self.thread: Thread | None = None  # as last read
         self.label_trust = label_trust
+        self.llm = llm  # the caps and the price
         self.step: Callable[[], int] = lambda: lifecycle.state.step
 
     def read_thread(self) -> Check:
@@ -122,26 +128,58 @@ class SafePoint:
         fresh = self.detector.check_for_new_comments()
         split = split_commands(fresh, obeyed=self.detector.obeyed)
         self._record_commands(split.pure, split.obeyed, [str(c) for c in split.commands])
+        counted = self._commands(split)
+        state = self.lifecycle.state
         facts = Running(
-            self.lifecycle.state,
+            state,
             self.lifecycle.labels,
             self.label_settings,
-            commands=self._commands(split),
+            commands=[command for command, _ in counted],
+            spent=reached(state, self.llm),
         )
         decision = may_run(facts).verdict
         if decision is Verdict.STOP:
             return Check(halt=self.lifecycle.stop())
         if decision is Verdict.PAUSE:
             return Check(halt=self.lifecycle.pause())
+        if decision is Verdict.CAPPED:
+            assert facts.spent is not None
+            return Check(halt=self.pause_at_cap(facts.spent))
         if decision is Verdict.RESUME:
-            self.lifecycle.resume()
+            # The newest command decides (a pause after it would have won): its grant.
+            self._resume(counted[-1][1] if counted else PLAIN)
         if not split.talk or not deliver:
             self.lifecycle.save()
             return Check()
         self._deliver(split.talk)
         return Check(delivered=True)
 
-    def _commands(self, split: Split) -> list[Command]:
+    def pause_at_cap(self, cap: Cap) -> Outcome:
+        """Paused at `cap`, with the one comment that says what was spent and done."""
+        state = self.lifecycle.state
+        return self.lifecycle.pause_at_cap(cap, cap_note(state, self.llm, cap))
+
+    def _resume(self, grant: Grant) -> None:
+        """Running again; a task paused at a cap gets its allowance again (and the grant's
+        more), counted from what it used: the label taken off grants it as `/bot resume`."""
+        state = self.lifecycle.state
+        if state.capped is None:
+            self.lifecycle.resume()
+            return
+        renewal = renew(state, self.llm, grant)
+        limit = renewal.allowance
+        log.info(
+            "allowance_renewed",
+            cap=state.capped.value,
+            grant=str(grant),
+            steps=limit.steps,
+            tokens=limit.tokens,
+            cost=None if limit.cost is None else str(limit.cost),
+            refused=renewal.refused,
+        )
+        self.lifecycle.resume(limit, resumed_note(renewal, self.llm))
+
+    def _commands(self, split: Split) -> list[tuple[Command, Grant]]:
         """The commands that count against the labels: a person's paused label added after a
         `/bot resume` or `/bot` is the newer control and is not cancelled by it (same second:
         the pause wins, the side without side effects). The bot's own paused label on a paused
@@ -151,9 +189,8 @@ class SafePoint:
         own = state.status is Status.PAUSED and state.labels_applied == Status.PAUSED.value
         unpause = {Command.RESUME, Command.START} & set(split.commands)
         if paused not in self.lifecycle.labels or own or not unpause:
-            return split.commands
-        at = self.label_trust.labelled_at(paused)
-        return split.commands if at is None else split.commands_after(at)
+            return split.counted()
+        return split.counted(self.label_trust.labelled_at(paused))
 
     def _record_commands(
         self, pure: list[NewComment], obeyed: list[NewComment], commands: list[str]
