@@ -18,7 +18,7 @@ After every rule, from the forge and the state dir:
   changed before it, each with a notice naming that label event (said once: the markers);
 - no bot comment was posted twice; the status label matches the saved status;
 - a run that reaches the step cap (`STEP_CAP`, small: a model that keeps calling tools gets
-  there) is paused with one cap comment per cap reached, and from the cap to a writer's resume
+  there) is paused, never failed, with one cap comment per cap reached, and from the cap to a writer's resume
   no tool call runs and no model call is made (docs/architecture.md, invariant 16); a
   writer's `/bot resume` continues it, and it can end done.
 
@@ -584,6 +584,13 @@ class Protocol(RuleBasedStateMachine):
         assert len(markers) == len(bot) and len(set(markers)) == len(markers), bot
         notes = [b.split("\n")[0] for b in bot if b.startswith("note-")]
         assert len(notes) == len(set(notes)), notes
+
+    @invariant()
+    def a_cap_pauses_and_nothing_fails(self) -> None:
+        """No ordering here fails a task (no faults, no malformed replies): reaching the step
+        cap pauses it instead (before issue 21 it failed the task)."""
+        state = self._state()
+        assert state is None or state.status is not Status.FAILED, state and state.reason
 
     @invariant()
     def nothing_runs_at_the_cap(self) -> None:

@@ -90,6 +90,7 @@ def test_a_task_at_its_cost_cap_pauses_once_and_resumes_with_bot_resume_to_done(
     assert "- [x] Read the greeting" in note and "- [ ] Say hello" in note
     assert "`src/app.py`" in note and "`/bot resume`" in note
     requests, results = len(rig.model.requests), tool_results(rig, thread)
+    forge_log = len(rig.forge.requests)
 
     rig.run_once()  # a poll while paused: one check, nothing said again, nothing run
     rig.comment(thread, "/bot resume", author="bob")  # read access: refused as every control
@@ -97,6 +98,8 @@ def test_a_task_at_its_cost_cap_pauses_once_and_resumes_with_bot_resume_to_done(
     assert rig.state(thread).status is Status.PAUSED
     assert (len(rig.model.requests), tool_results(rig, thread)) == (requests, results)
     assert len(cap_comments(rig, thread)) == 1
+    writes = [(r.method, r.path) for r in rig.forge.requests[forge_log:] if r.method != "GET"]
+    assert writes == []  # no comment, label, branch or commit while it waits
 
     model.finishing = True
     rig.comment(thread, "/bot resume")  # alice, a writer
