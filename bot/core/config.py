@@ -31,6 +31,8 @@ from pydantic import (
     model_validator,
 )
 
+from bot.core.pricing import Price
+
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _REPO_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$")
 # Keys whose value is a secret; `<key>_file` is accepted in their place.
@@ -132,14 +134,6 @@ class LabelSettings(_Frozen):
         return self
 
 
-class PriceSettings(_Frozen):
-    """What the model costs, per million prompt (input) and completion (output) tokens."""
-
-    input_per_million: Decimal = Field(ge=0)
-    output_per_million: Decimal = Field(ge=0)
-    currency: str = Field(default="USD", min_length=1, max_length=16)
-
-
 class LLMSettings(_Frozen):
     base_url: str = "http://127.0.0.1:11434/v1"
     api_key: SecretStr | None = None
@@ -150,7 +144,6 @@ class LLMSettings(_Frozen):
     max_tokens_per_task: int = Field(default=400_000, ge=1000)
     # Reaching a cap pauses the task and asks (README, "Caps"); the cost cap needs `price`.
     max_cost_per_task: Decimal | None = Field(default=None, gt=0)
-    price: PriceSettings | None = None
     timeout_seconds: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=4, ge=0, le=20)
     # "native" uses the API's tool calling; "prompt" describes tools in the system message and
@@ -158,6 +151,9 @@ class LLMSettings(_Frozen):
     tool_calling: Literal["native", "prompt"] = "native"
     # Room left in the window for the answer; the prompt gets context_window minus this.
     reserve_output_tokens: int = Field(default=1024, ge=64)
+    # What tokens cost (optional): cost per model call, run and task in `bot show`, `bot
+    # status`, the final comment's report and the metrics. Absent: tokens only.
+    price: Price | None = None
 
     @model_validator(mode="after")
     def _room_for_prompt(self) -> LLMSettings:

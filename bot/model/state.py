@@ -96,6 +96,9 @@ class TaskState(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     allowance: Allowance = Field(default_factory=Allowance)
     capped: Cap | None = None  # the cap that paused the task; cleared by the resume
+    # When the cap's comment was posted (the forge's time): only a resume written from then
+    # on answers it (bot/task/safepoint.py); None while that comment is still owed.
+    asked_at: str | None = None
     malformed_streak: int = 0
     llm_failures: int = 0  # consecutive model calls that failed after the client's retries
     # Consecutive runs that ended on a forge error, and when the next may start (backoff).

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from bot.core.config import LLMSettings, PriceSettings
+from bot.core.config import LLMSettings
+from bot.core.pricing import Price
 from bot.model.grant import Grant
 from bot.model.state import Allowance, Cap, TaskState, Usage
 
@@ -23,14 +24,11 @@ KEYS = {
     Cap.TOKENS: "llm.max_tokens_per_task",
     Cap.COST: "llm.max_cost_per_task",
 }
-_MILLION = Decimal(1_000_000)
 
 
-def cost_of(usage: Usage, price: PriceSettings) -> Decimal:
+def cost_of(usage: Usage, price: Price) -> Decimal:
     """What the run's tokens cost at `price` (prompt as input, completion as output)."""
-    prompt = usage.prompt_tokens * price.input_per_million
-    completion = usage.completion_tokens * price.output_per_million
-    return (prompt + completion) / _MILLION
+    return price.cost(usage.prompt_tokens, usage.completion_tokens)
 
 
 @dataclass(frozen=True)

@@ -9,23 +9,17 @@ every post (bot/task/posting.py).
 from __future__ import annotations
 
 import re
-from decimal import ROUND_HALF_UP, Decimal
 
 from bot.core.config import LLMSettings
+from bot.core.pricing import shown
+from bot.model.grant import MAX_TIMES
 from bot.model.state import Cap, TaskState
 from bot.task.allowance import KEYS, Counters, Renewal, limits, spent
 
 CAP_HEADER = "Paused: this run reached its "
 MAX_FILES = 20  # files named in the comment; more are counted
+MAX_WORD = 40  # characters of a refused grant quoted back
 _NOUN = {Cap.STEPS: "step cap", Cap.TOKENS: "token cap", Cap.COST: "cost cap"}
-
-
-def money(amount: Decimal, currency: str) -> str:
-    """Cents from one unit up; below it up to four places (a model call costs fractions)."""
-    if abs(amount) >= 1 or not amount:
-        return f"{amount.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):f} {currency}"
-    small = amount.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP).normalize()
-    return f"{small:f} {currency}"
 
 
 def cap_note(state: TaskState, llm: LLMSettings, cap: Cap) -> str:
@@ -42,11 +36,33 @@ def cap_note(state: TaskState, llm: LLMSettings, cap: Cap) -> str:
         *_remaining(state),
         "",
         f"A writer's `/bot resume` continues with the same allowance again "
-        f"({_amounts(_again(llm), llm)} more). `/bot resume 2x` grants twice that; "
-        "`/bot resume +200k tokens`, `/bot resume +10 steps` or `/bot resume +$5` adds to it. "
+        f"({_amounts(_again(llm), llm)} more). {_more(llm)} "
         "Removing the paused label resumes with the same allowance again.",
     ]
     return "\n".join(lines)
+
+
+def refused_note(words: list[str]) -> str:
+    """The answer to `/bot resume <word>` on a task paused at a cap when no word grants."""
+    named = ", ".join(_code(word[:MAX_WORD]) for word in words)
+    return (
+        f"I cannot grant {named}, so that comment resumes nothing. `/bot resume` continues with "
+        f"the same allowance again; `/bot resume 2x` (up to {MAX_TIMES:f}x) grants more, "
+        "as does an amount: `/bot resume +200k tokens`, `/bot resume +10 steps`, "
+        "`/bot resume +$5` (or `+5 EUR`, in the price's currency)."
+    )
+
+
+def _more(llm: LLMSettings) -> str:
+    """How to ask for more: the amounts that count here (a cost only with a cost cap)."""
+    amounts = ["`/bot resume +200k tokens`", "`/bot resume +10 steps`"]
+    if llm.max_cost_per_task is not None and llm.price is not None:
+        currency = llm.price.currency.upper()
+        amounts.append("`/bot resume +$5`" if currency == "USD" else f"`/bot resume +5 {currency}`")
+    return (
+        f"`/bot resume 2x` grants twice that (up to {MAX_TIMES:f}x); "
+        f"{' or '.join([', '.join(amounts[:-1]), amounts[-1]])} adds to it."
+    )
 
 
 def resumed_note(renewal: Renewal, llm: LLMSettings) -> str:
@@ -62,8 +78,8 @@ def _spending(used: Counters, limit: Counters, llm: LLMSettings) -> list[str]:
     ]
     if used.cost is not None and llm.price is not None:
         currency = llm.price.currency
-        allowed = "" if limit.cost is None else f" (allowed: {money(limit.cost, currency)})"
-        lines.append(f"- cost: {money(used.cost, currency)}{allowed}")
+        allowed = "" if limit.cost is None else f" (allowed: {shown(limit.cost, currency)})"
+        lines.append(f"- cost: {shown(used.cost, currency)}{allowed}")
     return lines
 
 
@@ -97,7 +113,7 @@ def _again(llm: LLMSettings) -> Counters:
 def _amounts(granted: Counters, llm: LLMSettings) -> str:
     parts = [f"{granted.steps} model calls", f"{granted.tokens:,} tokens"]
     if granted.cost is not None and llm.price is not None:
-        parts.append(money(granted.cost, llm.price.currency))
+        parts.append(shown(granted.cost, llm.price.currency))
     return ", ".join(parts)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from bot.core.clock import format_time, parse_time
 from bot.forge.base import Forge
@@ -23,11 +24,19 @@ _COMMAND = re.compile(
 )
 
 
+# `/bot resume` with a word that is no grant (`/bot resume lots`): no command, as before, but
+# a task paused at a cap answers it (bot/task/safepoint.py).
+_ASKED = re.compile(r"^\s*/bot\s+resume\s+(?P<word>\S.*?)\s*$", re.IGNORECASE)
+
+
 class Command(StrEnum):
     START = "start"
     PAUSE = "pause"
     RESUME = "resume"
     STOP = "stop"
+
+
+UNPAUSE = frozenset({Command.RESUME, Command.START})
 
 
 def parse_command(body: str) -> Command | None:
@@ -52,6 +61,25 @@ def parse_control(body: str) -> tuple[Command, Grant] | None:
     return None
 
 
+def refused_grant(body: str) -> str | None:
+    """The word of a `/bot resume <word>` on the first non-empty line that grants nothing
+    (`lots`, `0x`, `101x`), else None."""
+    for line in body.splitlines():
+        if not line.strip():
+            continue
+        match = _ASKED.match(line)
+        if match is None or parse_grant(match["word"]) is not None:
+            return None
+        return match["word"]
+    return None
+
+
+class Control(NamedTuple):
+    command: Command
+    grant: Grant  # `PLAIN` but for a resume that asks for more
+    at: datetime  # when it was written
+
+
 @dataclass(frozen=True)
 class Split:
     talk: list[NewComment]  # for the model (a command's extra lines included)
@@ -61,12 +89,13 @@ class Split:
     obeyed: list[NewComment] = field(default_factory=list)
     times: list[datetime] = field(default_factory=list)  # when each command was written
     grants: list[Grant] = field(default_factory=list)  # what each grants (`PLAIN` but resume)
+    # Talk from writers that is `/bot resume <word>` with no grant: each with its word.
+    asks: list[tuple[NewComment, str]] = field(default_factory=list)
 
-    def counted(self, at: datetime | None = None) -> list[tuple[Command, Grant]]:
-        """The commands with their grants written after `at` (None: all; one second is a
-        tie: not after)."""
+    def counted(self, at: datetime | None = None) -> list[Control]:
+        """The commands written after `at` (None: all; one second is a tie: not after)."""
         every = zip(self.commands, self.grants, self.times, strict=True)
-        return [(c, g) for c, g, when in every if at is None or when > at]
+        return [Control(c, g, when) for c, g, when in every if at is None or when > at]
 
 
 def split_commands(
@@ -84,6 +113,9 @@ def split_commands(
         parsed = parse_control(item.comment.body) if item.trusted and not item.edited else None
         if parsed is None:
             split.talk.append(item)
+            word = refused_grant(item.comment.body) if item.trusted and not item.edited else None
+            if word is not None:
+                split.asks.append((item, word))
             continue
         rest = _after_command(item.comment.body)
         again = done.get(item.comment.id, "") >= format_time(item.comment.updated_at)

@@ -96,7 +96,8 @@ class Running:
     labels: frozenset[str]  # as trusted people left them (`Gate.filter`)
     settings: LabelSettings
     open: bool = True
-    # Trusted, since the last check; those older than a person's paused label do not count.
+    # Trusted, since the last check; those older than a person's paused label do not count,
+    # nor, on a task paused at a cap, a resume older than the cap's comment.
     commands: Sequence[Command] | None = None
     spent: Cap | None = None  # the cap the run has reached (bot/task/allowance.py `reached`)
 
@@ -184,8 +185,9 @@ def _running(facts: Running) -> Decision:
     """A paused task carries the paused label (the bot keeps it so), hence the label alone
     says whether to pause: added by a person it pauses, removed it resumes. The stopped label
     always stops. Then the commands, oldest first: the newest pause or `/bot` wins, and a
-    `/bot stop` among them stops. A running task that reached a cap pauses and asks; only a
-    resume after that pause renews its allowance (the safe point does), so a `/bot resume`
+    `/bot stop` among them stops. A running task that reached a cap pauses and asks, also
+    when a pause comes at the same check; only a resume written since the cap's comment renews
+    its allowance (the safe point keeps the others out of `commands`), so a `/bot resume`
     written while it ran does not. A task paused at a cap whose label the bot has not put on
     yet (it stopped between the two) stays paused: no label was taken off."""
     if not facts.open:
@@ -200,9 +202,12 @@ def _running(facts: Running) -> Decision:
         if command is Command.STOP:
             return Decision(Verdict.STOP, "`/bot stop`")
         paused = "`/bot pause`" if command is Command.PAUSE else None
+    state = facts.state
+    if paused is not None and facts.spent is not None and state.status is Status.RUNNING:
+        # One pause, one comment: the cap's, which says what the pause alone would not.
+        return Decision(Verdict.CAPPED, f"{paused}, and the {facts.spent.value} allowance is spent")
     if paused is not None:
         return Decision(Verdict.PAUSE, paused)
-    state = facts.state
     if state.status is Status.PAUSED:
         unlabelled = state.capped is not None and state.labels_applied != Status.PAUSED
         if unlabelled and not facts.commands:

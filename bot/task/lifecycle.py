@@ -54,10 +54,13 @@ class Lifecycle:
 
     def save(self) -> None:
         """The task state with the comment detector's delivery record, atomically."""
+        self._take_delivery_record()
+        self.store.save(self.state)
+
+    def _take_delivery_record(self) -> None:
         detector = self.detector.get_state()
         self.state.seen = detector["seen"]
         self.state.comments_since = detector["since"]
-        self.store.save(self.state)
 
     def sync_labels(self) -> None:
         sync_labels(self.forge, self.key, self.state.status, self.label_settings, self.labels)
@@ -84,18 +87,26 @@ class Lifecycle:
         return Outcome.PAUSED
 
     def pause_at_cap(self, cap: Cap, note: str) -> Outcome:
-        """A cap is reached: paused, and asked once (`note`). Status, cap and the comment's
-        intent in one save, then the comment, then the paused label: the run stops here
-        with nothing thrown away, and a crash before the label keeps it paused
-        (bot/task/handover.py)."""
+        """A cap is reached: paused, and asked once (`note`). Status, cap, the comments read
+        at this check and the comment's intent in one save, then the comment (its time is
+        `asked_at`), then the paused label: the run stops here with nothing thrown away, and
+        a crash before the label keeps it paused (bot/task/handover.py)."""
         self.state.status = Status.PAUSED
         self.state.capped = cap
-        self.poster.intend("capped", note)
-        self.save()
+        self.state.asked_at = None  # set when the comment is out
+        self._take_delivery_record()
+        self.poster.intend("capped", note)  # saves all of it
         self.poster.deliver(look_up=False)
         self.sync_labels()
         log.info("task_capped", step=self.state.step, cap=cap.value, usage=self.state.usage.total)
         return Outcome.PAUSED
+
+    def answer(self, purpose: str, note: str) -> None:
+        """A reply to comments just marked seen (a resume that asks for what cannot be
+        granted): the record and the reply's intent in one save, so it is said once."""
+        self._take_delivery_record()
+        self.poster.intend(purpose, note)
+        self.poster.deliver(look_up=False)
 
     def resume(self, allowance: Allowance | None = None, note: str = RESUMED_NOTE) -> None:
         """Running again; after a cap with the `allowance` the resume granted."""
@@ -103,6 +114,7 @@ class Lifecycle:
         if allowance is not None:
             self.state.allowance = allowance
             self.state.capped = None
+            self.state.asked_at = None
         self.save()
         self.sync_labels()
         self.poster.post("resumed", note)

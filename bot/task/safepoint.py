@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from bot.core.clock import SYSTEM_CLOCK, Clock, format_time
+from bot.core.clock import SYSTEM_CLOCK, Clock, format_time, parse_time
 from bot.core.config import LabelSettings, LLMSettings
 from bot.core.log import get_logger
 from bot.core.metrics import Metrics
@@ -35,9 +35,9 @@ from bot.model.thread import TaskKey, Thread
 from bot.model.trust import NewComment
 from bot.store.base import ConversationLog
 from bot.task.allowance import reached, renew
-from bot.task.cap_note import cap_note, resumed_note
+from bot.task.cap_note import cap_note, refused_note, resumed_note
 from bot.task.comments import CommentDetectionManager
-from bot.task.controls import Command, Split, split_commands
+from bot.task.controls import UNPAUSE, Command, Control, Split, split_commands
 from bot.task.handover import Running, Verdict, may_run
 from bot.task.lifecycle import Lifecycle
 from bot.task.outcome import Outcome
@@ -128,13 +128,14 @@ class SafePoint:
         fresh = self.detector.check_for_new_comments()
         split = split_commands(fresh, obeyed=self.detector.obeyed)
         self._record_commands(split.pure, split.obeyed, [str(c) for c in split.commands])
-        counted = self._commands(split)
+        talk = self._answer_asks(split)
+        counted = self._answers(self._commands(split))
         state = self.lifecycle.state
         facts = Running(
             state,
             self.lifecycle.labels,
             self.label_settings,
-            commands=[command for command, _ in counted],
+            commands=[control.command for control in counted],
             spent=reached(state, self.llm),
         )
         decision = may_run(facts).verdict
@@ -147,11 +148,11 @@ class SafePoint:
             return Check(halt=self.pause_at_cap(facts.spent))
         if decision is Verdict.RESUME:
             # The newest command decides (a pause after it would have won): its grant.
-            self._resume(counted[-1][1] if counted else PLAIN)
-        if not split.talk or not deliver:
+            self._resume(counted[-1].grant if counted else PLAIN)
+        if not talk or not deliver:
             self.lifecycle.save()
             return Check()
-        self._deliver(split.talk)
+        self._deliver(talk)
         return Check(delivered=True)
 
     def pause_at_cap(self, cap: Cap) -> Outcome:
@@ -179,7 +180,47 @@ class SafePoint:
         )
         self.lifecycle.resume(limit, resumed_note(renewal, self.llm))
 
-    def _commands(self, split: Split) -> list[tuple[Command, Grant]]:
+    def _answers(self, counted: list[Control]) -> list[Control]:
+        """On a task paused at a cap, only a resume (or `/bot`) written since the cap's
+        comment answers it (same second: it does, the writer may have read it). One written
+        before, while it ran or while that comment was still owed, was no answer to it: it is
+        consumed as every command, and the comment asks (docs/architecture.md, invariant 16).
+        """
+        state = self.lifecycle.state
+        if state.capped is None or state.status is not Status.PAUSED:
+            return counted
+        asked = parse_time(state.asked_at) if state.asked_at is not None else None
+        kept = [
+            c for c in counted if c.command not in UNPAUSE or (asked is not None and c.at >= asked)
+        ]
+        if len(kept) < len(counted):
+            log.info(
+                "resume_before_the_ask", cap=state.capped.value, ignored=len(counted) - len(kept)
+            )
+        return kept
+
+    def _answer_asks(self, split: Split) -> list[NewComment]:
+        """The talk to deliver. On a task paused at a cap, a writer's `/bot resume <word>`
+        whose word grants nothing is answered, once, with what can be granted, and is taken
+        out of the talk (seen): it was meant for the bot, not the model."""
+        state = self.lifecycle.state
+        if not split.asks or state.capped is None or state.status is not Status.PAUSED:
+            return split.talk
+        asked = [item for item, _ in split.asks]
+        self.conversation.append(
+            {
+                "role": "control",
+                "kind": "control",
+                "commands": [],
+                "refused": [_ref(c) for c in asked],
+            }
+        )
+        self.detector.mark_seen(asked)
+        self.lifecycle.answer("refused-grant", refused_note([word for _, word in split.asks]))
+        log.info("grant_refused", comments=[c.comment.id for c in asked])
+        return [item for item in split.talk if all(item is not a for a in asked)]
+
+    def _commands(self, split: Split) -> list[Control]:
         """The commands that count against the labels: a person's paused label added after a
         `/bot resume` or `/bot` is the newer control and is not cancelled by it (same second:
         the pause wins, the side without side effects). The bot's own paused label on a paused

@@ -18,9 +18,9 @@ After every rule, from the forge and the state dir:
   changed before it, each with a notice naming that label event (said once: the markers);
 - no bot comment was posted twice; the status label matches the saved status;
 - a run that reaches the step cap (`STEP_CAP`, small: a model that keeps calling tools gets
-  there) is paused, never failed, with one cap comment per cap reached, and from the cap to a writer's resume
-  no tool call runs and no model call is made (docs/architecture.md, invariant 16); a
-  writer's `/bot resume` continues it, and it can end done.
+  there) is paused, never failed, with one cap comment per cap reached, and from the cap to a
+  writer's resume no tool call runs and no model call is made (docs/architecture.md,
+  invariant 16); a writer's `/bot resume` continues it, and it can end done.
 
 CI runs `PROTOCOL_EXAMPLES` examples (default 10) per forge and clock; set it higher to search
 longer, e.g. `PROTOCOL_EXAMPLES=500 .venv/bin/pytest tests/protocol`. The same machine runs with

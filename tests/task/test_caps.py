@@ -8,28 +8,29 @@ with the real clients against the emulator and the scripted model over HTTP.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from bot.core.config import ConfigError, LLMSettings, PriceSettings, parse_settings
+from bot.core.config import ConfigError, LLMSettings, parse_settings
+from bot.core.pricing import Price
 from bot.forge.mentions import starts_bot
 from bot.model.grant import Grant
 from bot.model.state import Cap, PlanItem, Status, TaskState, Usage
 from bot.task.allowance import cost_of, limits, reached, renew
 from bot.task.cap_note import CAP_HEADER, cap_note
 from bot.task.controls import Command, parse_control
+from bot.task.lifecycle import PAUSED_NOTE
 from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO
 from tests.rig import Rig
+from tests.store.helpers import migrated
+from tests.test_agent_e2e import call
 
 PAUSED, DONE = "coding agent paused", "coding agent done"
 PRICE = "price: {input_per_million: 1000, output_per_million: 1000, currency: USD}"
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [(name, arguments)]}
 
 
 class Working:
@@ -66,9 +67,21 @@ def pending_after_last_reply(rig: Rig, thread: Any) -> int:
     return sum(1 for c in entries[last].get("tool_calls") or [] if c["id"] not in answered)
 
 
+@pytest.fixture(params=["files", "postgres"])
+def stored(rig: Rig, request: pytest.FixtureRequest) -> Iterator[Rig]:
+    """The rig with its state in files, or in PostgreSQL (a fresh migrated database)."""
+    if request.param == "postgres":
+        dsn = migrated(request.getfixturevalue("pg_dsn"))
+        rig.extra_config = f"store: {{backend: postgres, dsn: '{dsn}'}}"
+        assert rig.store().shared  # the test really reads PostgreSQL
+    yield rig
+    rig.close()
+
+
 def test_a_task_at_its_cost_cap_pauses_once_and_resumes_with_bot_resume_to_done(
-    rig: Rig,
+    stored: Rig,
 ) -> None:
+    rig = stored  # every `run_once` is a new daemon: a restart, with only the store to go on
     rig.llm_options = f", max_cost_per_task: 1.2, {PRICE}"
     thread = rig.issue(title="Say hello", body="src/app.py should print hello.")
     model = Working()
@@ -169,7 +182,7 @@ LLM = LLMSettings(
     max_steps=10,
     max_tokens_per_task=10_000,
     max_cost_per_task=Decimal(1),
-    price=PriceSettings(input_per_million=Decimal(100), output_per_million=Decimal(200)),
+    price=Price(input_per_million=Decimal(100), output_per_million=Decimal(200)),
 )
 
 
@@ -197,7 +210,7 @@ def test_the_cap_comment_says_what_was_spent_done_and_left() -> None:
     assert note.startswith(CAP_HEADER + "token cap (`llm.max_tokens_per_task`)")
     assert (
         "- tokens: 10,500 (allowed: 10,000)" in note
-        and "- cost: 1.20 USD (allowed: 1.00 USD)" in note
+        and "- cost: 1.2000 USD (allowed: 1.0000 USD)" in note
     )
     assert "- [x] Find it" in note and "- [ ] Fix it" in note
     assert "`a.py`, `old.py` (deleted)" in note
@@ -208,3 +221,100 @@ def test_a_cost_cap_without_a_price_is_a_config_error() -> None:
     text = f"github: {{token: x, repositories: [{REPO}]}}\nllm: {{max_cost_per_task: 5}}\n"
     with pytest.raises(ConfigError, match=r"^llm\.max_cost_per_task: .*llm\.price"):
         parse_settings(text, {})
+
+
+class Noting:
+    """A model that posts a note every turn, until told to finish."""
+
+    def __init__(self) -> None:
+        self.finishing = False
+
+    def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.finishing:
+            return call("finish", summary="Done.")
+        return call("post_comment", body=f"note {count_tool_results(request)}")
+
+
+def test_only_a_writers_resume_renews_and_what_cannot_be_granted_is_answered(rig: Rig) -> None:
+    rig.llm_options = ", max_steps: 2"
+    thread = rig.issue()
+    model = Noting()
+    rig.model.policy = model
+    rig.run_once()
+    assert rig.state(thread).capped is Cap.STEPS
+    said, requests = len(rig.bot_comments(thread)), len(rig.model.requests)
+
+    rig.comment(thread, "/bot resume 2x", author="bob")  # read access: as every control
+    rig.run_once()
+    assert rig.state(thread).status is Status.PAUSED and rig.state(thread).allowance.steps is None
+    assert (len(rig.bot_comments(thread)), len(rig.model.requests)) == (said, requests)
+
+    rig.comment(thread, "/bot resume lots")  # alice, a writer: answered, once, for both
+    rig.comment(thread, "/bot resume 101x")
+    rig.run_once()
+    rig.run_once()
+    state = rig.state(thread)
+    assert state.status is Status.PAUSED and state.allowance.steps is None
+    answers = rig.bot_comments(thread)[said:]
+    assert len(answers) == 1 and len(rig.model.requests) == requests
+    assert answers[0].startswith("I cannot grant `lots`, `101x`")
+    assert "up to 100x" in answers[0] and "`/bot resume +10 steps`" in answers[0]
+
+    model.finishing = True
+    rig.comment(thread, "/bot resume 100x")  # the most a factor grants
+    rig.run_once()
+    state = rig.state(thread)
+    assert state.status is Status.DONE and state.allowance.steps == 2 + 200
+    assert any(
+        b.startswith("Resumed where I left off, with 200 model calls")
+        for b in rig.bot_comments(thread)
+    )
+    assert "lots" not in rig.model.seen_text()  # said to the bot, not to the model
+
+
+def test_a_pause_at_the_same_check_as_the_cap_is_one_pause_with_the_caps_comment(
+    rig: Rig,
+) -> None:
+    rig.llm_options = ", max_steps: 2"
+    thread = rig.issue()
+
+    def policy(request: dict[str, Any]) -> dict[str, Any]:
+        if count_tool_results(request) == 1 and PAUSED not in thread.labels:
+            rig.set_labels(thread, [*thread.labels, PAUSED])  # alice pauses as the cap comes
+        return call("post_comment", body=f"note {count_tool_results(request)}")
+
+    rig.model.policy = policy
+    rig.run_once()
+    state = rig.state(thread)
+    assert state.status is Status.PAUSED and state.capped is Cap.STEPS
+    assert len(cap_comments(rig, thread)) == 1
+    assert PAUSED_NOTE not in rig.bot_comments(thread)  # one pause, said once
+    assert thread.labels == [PAUSED]
+
+    rig.set_labels(thread, [])  # alice takes it off: the allowance again, as `/bot resume`
+    rig.run_once()
+    state = rig.state(thread)
+    assert state.status is Status.PAUSED and state.step == 4 and state.allowance.steps == 4
+
+
+def test_a_restart_after_the_resume_keeps_the_renewed_allowance(rig: Rig) -> None:
+    rig.llm_options = ", max_steps: 2"
+    thread = rig.issue()
+    rig.model.policy = Noting()
+    rig.run_once()
+    rig.comment(thread, "/bot resume 2x")
+
+    def policy(request: dict[str, Any]) -> dict[str, Any]:
+        if len(rig.model.requests) == 4:
+            rig.stop.set()  # the daemon stops mid-run: the next one has the store only
+        return call("post_comment", body=f"note {count_tool_results(request)}")
+
+    rig.model.policy = policy
+    rig.run_once()
+    state = rig.state(thread)
+    assert state.status is Status.RUNNING and state.allowance.steps == 6 and state.step < 6
+    rig.stop.clear()
+    rig.run_once()
+    state = rig.state(thread)
+    assert state.status is Status.PAUSED and state.step == 6 and state.allowance.steps == 6
+    assert len(cap_comments(rig, thread)) == 2

@@ -537,11 +537,24 @@ TABLE = [
         Verdict.STOP,
         "the stopped label",
     ),
+    # A pause at the same check as the cap: one pause, with the cap's comment.
     Row(
         "run: at the cap, a writer's /bot pause",
         run(RUNNING, commands=[PAUSE], spent=Cap.STEPS),
+        Verdict.CAPPED,
+        "`/bot pause`, and the steps allowance is spent",
+    ),
+    Row(
+        "run: at the cap, a person's paused label",
+        run(RUNNING, PAUSED, commands=[], spent=Cap.COST),
+        Verdict.CAPPED,
+        "the paused label, and the cost allowance is spent",
+    ),
+    Row(
+        "run: paused by a person, at a cap configured lower since",
+        run(state(Status.PAUSED), PAUSED, commands=[], spent=Cap.STEPS),
         Verdict.PAUSE,
-        "`/bot pause`",
+        "the paused label",
     ),
     Row(
         "run: at the cap, closed",
