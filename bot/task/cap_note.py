@@ -17,6 +17,7 @@ from bot.model.state import Cap, TaskState
 from bot.task.allowance import KEYS, Counters, Renewal, limits, spent
 
 CAP_HEADER = "Paused: this run reached its "
+REFUSED_HEADER = "I cannot grant "
 MAX_FILES = 20  # files named in the comment; more are counted
 MAX_WORD = 40  # characters of a refused grant quoted back
 _NOUN = {Cap.STEPS: "step cap", Cap.TOKENS: "token cap", Cap.COST: "cost cap"}
@@ -46,7 +47,7 @@ def refused_note(words: list[str]) -> str:
     """The answer to `/bot resume <word>` on a task paused at a cap when no word grants."""
     named = ", ".join(_code(word[:MAX_WORD]) for word in words)
     return (
-        f"I cannot grant {named}, so that comment resumes nothing. `/bot resume` continues with "
+        f"{REFUSED_HEADER}{named}, so that comment resumes nothing. `/bot resume` continues with "
         f"the same allowance again; `/bot resume 2x` (up to {MAX_TIMES:f}x) grants more, "
         "as does an amount: `/bot resume +200k tokens`, `/bot resume +10 steps`, "
         "`/bot resume +$5` (or `+5 EUR`, in the price's currency)."

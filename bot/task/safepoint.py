@@ -207,6 +207,8 @@ class SafePoint:
         if not split.asks or state.capped is None or state.status is not Status.PAUSED:
             return split.talk
         asked = [item for item, _ in split.asks]
+        # Not under "comments": a restart takes those as seen, and a crash before the reply's
+        # intent is saved would leave the question unanswered; this way it is answered then.
         self.conversation.append(
             {
                 "role": "control",

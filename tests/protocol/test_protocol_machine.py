@@ -53,7 +53,7 @@ from bot.core.clock import format_time
 from bot.core.config import LabelSettings
 from bot.model.state import Status, TaskState
 from bot.service.daemon import Daemon
-from bot.task.cap_note import CAP_HEADER
+from bot.task.cap_note import CAP_HEADER, REFUSED_HEADER
 from bot.task.labels import label_for
 from bot.task.lifecycle import CLOSED_NOTE, PAUSED_NOTE, STOPPED_NOTE
 from bot_sandbox.forge_server import ForgeServer
@@ -77,7 +77,7 @@ ALLOWED_SAYING = {
     "paused": (PAUSED_NOTE,),
     "stopped": (STOPPED_NOTE,),
     "closed": (CLOSED_NOTE, STOPPED_NOTE),
-    "capped": (CAP_HEADER,),
+    "capped": (CAP_HEADER, REFUSED_HEADER),
 }
 # Model calls per run before the task pauses and asks: small, so that orderings reach it.
 STEP_CAP = 3
@@ -301,6 +301,23 @@ class Protocol(RuleBasedStateMachine):
         self.poll()
         state = self._state()
         assert state is not None and state.status is Status.DONE, state and state.status
+
+    @precondition(lambda self: self._capped() is not None and not self.queued)
+    @rule(word=st.sampled_from(["1000x", "0x", "lots", "x2", "+5 kg"]))
+    def writer_asks_for_what_cannot_be_granted(self, word: str) -> None:
+        """At the cap, a writer's `/bot resume <word>` that grants nothing is answered and
+        resumes nothing: the task stays paused at its cap (nothing runs: the invariants)."""
+        assert self.thread is not None
+        self.poll()  # what came before is read first
+        hit = self._capped()
+        if hit is None or self.thread.state != "open" or LABELS.stopped in self.thread.labels:
+            return
+        said = len(self.thread.comments)
+        self._add(f"/bot resume {word}", "alice")
+        self.poll()
+        assert self._capped() == hit, (hit, self._capped())
+        answer = [c.body for c in self.thread.comments[said:] if c.author.login == "coding-bot"]
+        assert len(answer) == 1 and answer[0].startswith(REFUSED_HEADER), answer
 
     @rule()
     def restart(self) -> None:
@@ -638,8 +655,8 @@ def _mode_at(controls: list[tuple[int, str]], seq: int) -> str:
     not restart a stopped task (the trigger label or `/bot` does, seen as the next "run"), and
     the rules take it off only once the bot saw the stop (`Protocol._toggle`). The trigger
     label starts a finished task again, which is the next "run" too. A cap reached while
-    running is "capped" (the bot's own pause): a writer's resume or taking the paused label off
-    ends it, as a pause.
+    running is "capped" (the bot's own pause; also when a writer's pause came at the same
+    check): a writer's resume or taking the paused label off ends it, as a pause.
     """
     mode = "run"
     for at, event in sorted(controls):
@@ -655,8 +672,8 @@ def _mode_at(controls: list[tuple[int, str]], seq: int) -> str:
             mode = "stopped"
         elif event in ("pause", "+paused") and mode != "stopped":
             mode = "paused"
-        elif event == "cap" and mode == "run":
-            mode = "capped"
+        elif event == "cap" and mode in ("run", "paused"):
+            mode = "capped"  # a writer's pause read at the cap's check is that one pause
         elif event == "resume":
             mode = "run"  # also a stopped or finished task: a writer's `/bot resume` hands it back
         elif event == "-paused" and mode in ("paused", "capped"):

@@ -4,11 +4,12 @@ while the bot was about to ask. On both forges, the real clients against the emu
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bot.model.state import Cap, Status
 from bot.task.cap_note import CAP_HEADER
-from bot_sandbox.forge_server import Fault
+from bot_sandbox.forge_server import Fault, RecordedRequest
 from bot_sandbox.llm_server import count_tool_results
 from bot_sandbox.world import StepClock, SThread
 from tests.rig import Rig
@@ -102,3 +103,47 @@ def test_a_resume_written_before_the_caps_comment_does_not_answer_it(rig: Rig) -
     rig.comment(thread, "/bot resume")  # written after the question: the answer
     rig.run_once()
     assert rig.state(thread).status is Status.DONE
+
+
+def test_a_cap_met_in_the_middle_of_a_batch_runs_the_rest_once_after_the_resume(
+    rig: Rig,
+) -> None:
+    """A run stopped after the first call of a reply's three; restarted with a lower
+    `llm.max_steps` it is at its cap before the second: the rest waits, the first is not
+    repeated, and after the resume the rest runs once."""
+    rig.llm_options = ", max_steps: 5"
+    thread = rig.issue()
+
+    def policy(request: dict[str, Any]) -> dict[str, Any]:
+        done = count_tool_results(request)
+        if done == 0:
+            return call("read_file", path="src/app.py")
+        if done == 1:
+            return BATCH
+        return call("finish", summary="Done.")
+
+    def stop_after_the_first(record: RecordedRequest) -> None:
+        if record.method == "POST" and re.search(comments_path(rig), record.path):
+            rig.forge.before_response = None
+            rig.stop.set()  # the daemon is told to stop: it halts before the next call
+
+    rig.model.policy = policy
+    rig.forge.before_response = stop_after_the_first
+    rig.run_once()
+    assert rig.state(thread).status is Status.RUNNING
+    assert [e["name"] for e in tool_results(rig, thread)] == ["read_file", "post_comment"]
+
+    rig.stop.clear()
+    rig.llm_options = ", max_steps: 2"  # the operator lowers the cap; the task is at it
+    rig.run_once()
+    state = rig.state(thread)
+    assert state.status is Status.PAUSED and state.capped is Cap.STEPS
+    assert len(tool_results(rig, thread)) == 2 and said(rig, thread).count("second") == 0
+
+    rig.comment(thread, "/bot resume")
+    rig.run_once()
+    assert rig.state(thread).status is Status.DONE
+    words = said(rig, thread)
+    assert words.count("first") == 1 and words.count("second") == 1
+    names = [e["name"] for e in tool_results(rig, thread)]
+    assert names == ["read_file", "post_comment", "post_comment", "read_file", "finish"]

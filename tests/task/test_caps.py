@@ -21,7 +21,7 @@ from bot.model.grant import Grant
 from bot.model.state import Cap, PlanItem, Status, TaskState, Usage
 from bot.task.allowance import cost_of, limits, reached, renew
 from bot.task.cap_note import CAP_HEADER, cap_note
-from bot.task.controls import Command, parse_control
+from bot.task.controls import Command, parse_control, refused_grant
 from bot.task.lifecycle import PAUSED_NOTE
 from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO
@@ -176,6 +176,24 @@ def test_the_resume_grammar(text: str, grant: Grant) -> None:
 def test_anything_else_after_resume_is_no_command(text: str) -> None:
     assert parse_control(text) is None
     assert not starts_bot(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "word"),
+    [
+        ("/bot resume more", "more"),
+        ("/bot resume 101x", "101x"),
+        ("\n  /bot resume +5 kg  \nplease", "+5 kg"),
+        ("/bot resume 2x", None),  # a grant
+        ("/bot resume", None),
+        ("/bot pause 2x", None),  # not a resume: talk, as before
+        ("thanks\n/bot resume lots", None),  # not the first line
+    ],
+)
+def test_a_resume_that_grants_nothing_is_recognised_to_be_answered(
+    text: str, word: str | None
+) -> None:
+    assert refused_grant(text) == word
 
 
 LLM = LLMSettings(
