@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.context.tokens import TokenCounter
 from bot.model.state import Status
+from bot.task.cap_note import CAP_HEADER
 from bot_sandbox.llm_server import Scripted, count_tool_results
 from tests.conftest import REPO
 from tests.rig import Rig
@@ -202,13 +203,16 @@ def test_unreachable_model_interrupts_then_fails_after_repeated_failures(rig: Ri
     assert "could not be reached" in rig.bot_comments(thread)[-1]
 
 
-def test_token_cap_ends_the_task_with_a_comment(rig: Rig) -> None:
+def test_token_cap_pauses_the_task_with_a_comment(rig: Rig) -> None:
     rig.llm_options = ", max_tokens_per_task: 1000"
     thread = rig.issue()
     rig.model.policy = scripted(call("read_file", path="README.md"))
     rig.run_once()
-    assert thread.labels == ["coding agent failed"]
-    assert "token limit" in rig.bot_comments(thread)[-1]
+    assert thread.labels == ["coding agent paused"]
+    state = rig.state(thread)
+    assert state.status is Status.PAUSED and state.usage.total >= 1000
+    said = rig.bot_comments(thread)[-1]
+    assert said.startswith(CAP_HEADER + "token cap") and "`llm.max_tokens_per_task`" in said
 
 
 def test_history_is_compacted_to_fit_a_small_window(rig: Rig) -> None:

@@ -16,6 +16,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -150,6 +151,8 @@ class LLMSettings(_Frozen):
     tokenizer: Literal["cl100k_base", "o200k_base"] | None = None
     max_steps: int = Field(default=40, ge=1)
     max_tokens_per_task: int = Field(default=400_000, ge=1000)
+    # Reaching a cap pauses the task and asks (README, "Caps"); the cost cap needs `price`.
+    max_cost_per_task: Decimal | None = Field(default=None, gt=0)
     timeout_seconds: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=4, ge=0, le=20)
     # "native" uses the API's tool calling; "prompt" describes tools in the system message and
@@ -422,6 +425,15 @@ class Settings(_Frozen):
         for name, value in self.jail.env.items():
             if value in secrets:
                 raise ValueError(f"jail.env.{name}: holds a forge or model credential")
+        return self
+
+    @model_validator(mode="after")
+    def _cost_cap_has_a_price(self) -> Settings:
+        if self.llm.max_cost_per_task is not None and self.llm.price is None:
+            raise ValueError(
+                "llm.max_cost_per_task: a cost cap needs llm.price "
+                "(input_per_million, output_per_million)"
+            )
         return self
 
     @model_validator(mode="after")

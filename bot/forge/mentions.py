@@ -1,12 +1,14 @@
 """Whether a text calls the bot: `@login` anywhere (an app's bot `slug[bot]` is mentioned as
-`@slug`), or a `/bot` command (`/bot`, `/bot start`, `/bot resume`) on its first non-empty line,
-the grammar of `bot.task.controls.parse_command`."""
+`@slug`), or a `/bot` command (`/bot`, `/bot start`, `/bot resume`, `/bot resume 2x`) on its first
+non-empty line, the grammar of `bot.task.controls.parse_command`."""
 
 from __future__ import annotations
 
 import re
 
-_START = re.compile(r"^\s*/bot(?:\s+(?:start|resume))?\s*$", re.IGNORECASE)
+from bot.model.grant import parse_grant
+
+_START = re.compile(r"^\s*/bot(?:\s+(?:start|resume(?:\s+(?P<grant>\S.*?))?))?\s*$", re.IGNORECASE)
 
 
 def mention_pattern(login: str) -> re.Pattern[str]:
@@ -21,7 +23,9 @@ def mentions(text: str, login: str) -> bool:
 def starts_bot(text: str) -> bool:
     for line in (text or "").splitlines():
         if line.strip():
-            return _START.match(line) is not None
+            match = _START.match(line)
+            grant = None if match is None else match["grant"]
+            return match is not None and (grant is None or parse_grant(grant) is not None)
     return False
 
 

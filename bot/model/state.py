@@ -6,6 +6,7 @@ docs/architecture.md, "What is kept where".
 
 from __future__ import annotations
 
+from decimal import Decimal
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
@@ -66,6 +67,24 @@ class Usage(BaseModel):
         )
 
 
+class Cap(StrEnum):
+    """What a run spends, each with its cap: reaching one pauses the task and asks."""
+
+    STEPS = "steps"  # model calls, `llm.max_steps`
+    TOKENS = "tokens"  # prompt + completion tokens, `llm.max_tokens_per_task`
+    COST = "cost"  # what those tokens cost at `llm.price`, `llm.max_cost_per_task`
+
+
+class Allowance(BaseModel):
+    """What the run may spend before it pauses, as limits on its own counters (`step`, the
+    usage's tokens, their cost): None is the configured cap. A writer's resume after a cap sets
+    each to what was used at the resume plus what it grants (bot/task/allowance.py)."""
+
+    steps: int | None = None
+    tokens: int | None = None
+    cost: Decimal | None = None
+
+
 class TaskState(BaseModel):
     key: str
     run: int = 1
@@ -85,6 +104,11 @@ class TaskState(BaseModel):
     # The task's earlier runs together (carried over when a new run starts), so that a task's
     # cost is known without reading its archived runs (zero in states saved before it existed).
     earlier_usage: Usage = Field(default_factory=Usage)
+    allowance: Allowance = Field(default_factory=Allowance)
+    capped: Cap | None = None  # the cap that paused the task; cleared by the resume
+    # When the cap's comment was posted (the forge's time): only a resume written from then
+    # on answers it (bot/task/safepoint.py); None while that comment is still owed.
+    asked_at: str | None = None
     malformed_streak: int = 0
     llm_failures: int = 0  # consecutive model calls that failed after the client's retries
     # Consecutive runs that ended on a forge error, and when the next may start (backoff).

@@ -8,14 +8,25 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from bot.core.clock import format_time, parse_time
 from bot.forge.base import Forge
+from bot.model.grant import PLAIN, Grant, parse_grant
 from bot.model.state import TaskState
 from bot.model.thread import TaskKey
 from bot.model.trust import Identity, NewComment, Trust
 
-_COMMAND = re.compile(r"^\s*/bot(?:\s+(pause|resume|stop|start))?\s*$", re.IGNORECASE)
+# `/bot resume` may carry one word more: what it grants after a cap (bot/model/grant.py).
+_COMMAND = re.compile(
+    r"^\s*/bot(?:\s+(pause|resume|stop|start)(?:(?<=resume)\s+(?P<grant>\S.*?))?)?\s*$",
+    re.IGNORECASE,
+)
+
+
+# `/bot resume` with a word that is no grant (`/bot resume lots`): no command, as before, but
+# a task paused at a cap answers it (bot/task/safepoint.py).
+_ASKED = re.compile(r"^\s*/bot\s+resume\s+(?P<word>\S.*?)\s*$", re.IGNORECASE)
 
 
 class Command(StrEnum):
@@ -25,16 +36,48 @@ class Command(StrEnum):
     STOP = "stop"
 
 
+UNPAUSE = frozenset({Command.RESUME, Command.START})
+
+
 def parse_command(body: str) -> Command | None:
     """A command is a comment whose first non-empty line is `/bot [verb]`."""
+    parsed = parse_control(body)
+    return None if parsed is None else parsed[0]
+
+
+def parse_control(body: str) -> tuple[Command, Grant] | None:
+    """The command and, for `/bot resume <more>`, what it grants (else `PLAIN`)."""
     for line in body.splitlines():
         if not line.strip():
             continue
         match = _COMMAND.match(line)
         if match is None:
             return None
-        return Command((match.group(1) or "start").lower())
+        command = Command((match.group(1) or "start").lower())
+        if match["grant"] is None:
+            return command, PLAIN
+        grant = parse_grant(match["grant"])
+        return None if grant is None else (command, grant)
     return None
+
+
+def refused_grant(body: str) -> str | None:
+    """The word of a `/bot resume <word>` on the first non-empty line that grants nothing
+    (`lots`, `0x`, `101x`), else None."""
+    for line in body.splitlines():
+        if not line.strip():
+            continue
+        match = _ASKED.match(line)
+        if match is None or parse_grant(match["word"]) is not None:
+            return None
+        return match["word"]
+    return None
+
+
+class Control(NamedTuple):
+    command: Command
+    grant: Grant  # `PLAIN` but for a resume that asks for more
+    at: datetime  # when it was written
 
 
 @dataclass(frozen=True)
@@ -45,10 +88,14 @@ class Split:
     # Comments whose command is obeyed now and whose other text is in `talk`.
     obeyed: list[NewComment] = field(default_factory=list)
     times: list[datetime] = field(default_factory=list)  # when each command was written
+    grants: list[Grant] = field(default_factory=list)  # what each grants (`PLAIN` but resume)
+    # Talk from writers that is `/bot resume <word>` with no grant: each with its word.
+    asks: list[tuple[NewComment, str]] = field(default_factory=list)
 
-    def commands_after(self, at: datetime) -> list[Command]:
-        """The commands written after `at` (one second is a tie: not after)."""
-        return [c for c, when in zip(self.commands, self.times, strict=True) if when > at]
+    def counted(self, at: datetime | None = None) -> list[Control]:
+        """The commands written after `at` (None: all; one second is a tie: not after)."""
+        every = zip(self.commands, self.grants, self.times, strict=True)
+        return [Control(c, g, when) for c, g, when in every if at is None or when > at]
 
 
 def split_commands(
@@ -63,14 +110,18 @@ def split_commands(
     split = Split([], [], [])
     done = obeyed or {}
     for item in comments:
-        command = parse_command(item.comment.body) if item.trusted and not item.edited else None
-        if command is None:
+        parsed = parse_control(item.comment.body) if item.trusted and not item.edited else None
+        if parsed is None:
             split.talk.append(item)
+            word = refused_grant(item.comment.body) if item.trusted and not item.edited else None
+            if word is not None:
+                split.asks.append((item, word))
             continue
         rest = _after_command(item.comment.body)
         again = done.get(item.comment.id, "") >= format_time(item.comment.updated_at)
         if not again:
-            split.commands.append(command)
+            split.commands.append(parsed[0])
+            split.grants.append(parsed[1])
             split.times.append(item.comment.created_at)
         if rest:
             split.talk.append(replace(item, comment=replace(item.comment, body=rest)))

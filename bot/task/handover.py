@@ -6,7 +6,7 @@ each with the facts it knows (the I/O that gathers them stays with the caller):
 - `Starting` (bot/task/runner.py): a job taken under the task's lease, before anything is
   done; whether the start signals come from a trusted person is known (bot/task/gate.py);
 - `Running` (bot/task/safepoint.py): a safe point of a run; the labels as trusted people left
-  them, the trusted commands since the last check.
+  them, the trusted commands since the last check, the cap the run reached (if any).
 
 A fact that costs a request is None until read: the rule then answers `ASK`, naming the fact
 (`need`), and the caller reads it and asks again. So a decision costs the requests it always
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bot.core.config import LabelSettings
-from bot.model.state import Status, TaskState
+from bot.model.state import Cap, Status, TaskState
 from bot.model.thread import ControlEvent
 from bot.task.controls import Command
 
@@ -38,6 +38,7 @@ class Verdict(StrEnum):
     RESUME = "resume"  # a paused run goes on: the pause was lifted
     SETTLE = "settle"  # a finished task: only its owed closing comment or labels
     PAUSE = "pause"
+    CAPPED = "capped"  # a cap is reached: pause and ask (docs/architecture.md, invariant 16)
     STOP = "stop"
     CLOSED = "closed"  # the thread was closed or merged: the run ends (stopped, `closed`)
     IGNORE = "ignore"  # asked for only by people who may not control the bot
@@ -95,8 +96,10 @@ class Running:
     labels: frozenset[str]  # as trusted people left them (`Gate.filter`)
     settings: LabelSettings
     open: bool = True
-    # Trusted, since the last check; those older than a person's paused label do not count.
+    # Trusted, since the last check; those older than a person's paused label do not count,
+    # nor, on a task paused at a cap, a resume older than the cap's comment.
     commands: Sequence[Command] | None = None
+    spent: Cap | None = None  # the cap the run has reached (bot/task/allowance.py `reached`)
 
 
 def may_run(facts: Planning | Starting | Running) -> Decision:
@@ -182,7 +185,11 @@ def _running(facts: Running) -> Decision:
     """A paused task carries the paused label (the bot keeps it so), hence the label alone
     says whether to pause: added by a person it pauses, removed it resumes. The stopped label
     always stops. Then the commands, oldest first: the newest pause or `/bot` wins, and a
-    `/bot stop` among them stops."""
+    `/bot stop` among them stops. A running task that reached a cap pauses and asks, also
+    when a pause comes at the same check; only a resume written since the cap's comment renews
+    its allowance (the safe point keeps the others out of `commands`), so a `/bot resume`
+    written while it ran does not. A task paused at a cap whose label the bot has not put on
+    yet (it stopped between the two) stays paused: no label was taken off."""
     if not facts.open:
         return Decision(Verdict.CLOSED, "the thread is closed or merged")
     if facts.commands is None:
@@ -195,8 +202,17 @@ def _running(facts: Running) -> Decision:
         if command is Command.STOP:
             return Decision(Verdict.STOP, "`/bot stop`")
         paused = "`/bot pause`" if command is Command.PAUSE else None
+    state = facts.state
+    if paused is not None and facts.spent is not None and state.status is Status.RUNNING:
+        # One pause, one comment: the cap's, which says what the pause alone would not.
+        return Decision(Verdict.CAPPED, f"{paused}, and the {facts.spent.value} allowance is spent")
     if paused is not None:
         return Decision(Verdict.PAUSE, paused)
-    if facts.state.status is Status.PAUSED:
+    if state.status is Status.PAUSED:
+        unlabelled = state.capped is not None and state.labels_applied != Status.PAUSED
+        if unlabelled and not facts.commands:
+            return Decision(Verdict.PAUSE, "paused at a cap, its label still owed")
         return Decision(Verdict.RESUME, "the pause was lifted")
+    if facts.spent is not None:
+        return Decision(Verdict.CAPPED, f"the {facts.spent.value} allowance is spent")
     return Decision(Verdict.CONTINUE, "nothing asks to stop or pause")

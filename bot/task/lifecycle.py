@@ -11,7 +11,7 @@ from __future__ import annotations
 from bot.core.config import LabelSettings
 from bot.core.log import get_logger
 from bot.forge.base import Forge
-from bot.model.state import Status, TaskState
+from bot.model.state import Allowance, Cap, Status, TaskState
 from bot.model.thread import TaskKey
 from bot.store.base import Store
 from bot.task.comments import CommentDetectionManager
@@ -58,10 +58,13 @@ class Lifecycle:
 
     def save(self) -> None:
         """The task state with the comment detector's delivery record, atomically."""
+        self._take_delivery_record()
+        self.store.save(self.state)
+
+    def _take_delivery_record(self) -> None:
         detector = self.detector.get_state()
         self.state.seen = detector["seen"]
         self.state.comments_since = detector["since"]
-        self.store.save(self.state)
 
     def sync_labels(self) -> None:
         sync_labels(self.forge, self.key, self.state.status, self.label_settings, self.labels)
@@ -89,12 +92,39 @@ class Lifecycle:
         log.info("task_paused", step=self.state.step)
         return Outcome.PAUSED
 
-    def resume(self) -> None:
+    def pause_at_cap(self, cap: Cap, note: str) -> Outcome:
+        """A cap is reached: paused, and asked once (`note`). Status, cap, the comments read
+        at this check and the comment's intent in one save, then the comment (its time is
+        `asked_at`), then the paused label: the run stops here with nothing thrown away, and
+        a crash before the label keeps it paused (bot/task/handover.py)."""
+        self.state.status = Status.PAUSED
+        self.state.capped = cap
+        self.state.asked_at = None  # set when the comment is out
+        self._take_delivery_record()
+        self.poster.intend("capped", note)  # saves all of it
+        self.poster.deliver(look_up=False)
+        self.sync_labels()
+        log.info("task_capped", step=self.state.step, cap=cap.value, usage=self.state.usage.total)
+        return Outcome.PAUSED
+
+    def answer(self, purpose: str, note: str) -> None:
+        """A reply to comments just marked seen (a resume that asks for what cannot be
+        granted): the record and the reply's intent in one save, so it is said once."""
+        self._take_delivery_record()
+        self.poster.intend(purpose, note)
+        self.poster.deliver(look_up=False)
+
+    def resume(self, allowance: Allowance | None = None, note: str = RESUMED_NOTE) -> None:
+        """Running again; after a cap with the `allowance` the resume granted."""
         self.state.status = Status.RUNNING
+        if allowance is not None:
+            self.state.allowance = allowance
+            self.state.capped = None
+            self.state.asked_at = None
         self.save()
         self.events.status(Status.RUNNING, "resumed")
         self.sync_labels()
-        self.poster.post("resumed", RESUMED_NOTE)
+        self.poster.post("resumed", note)
         log.info("task_resumed", step=self.state.step)
 
     def stop(self) -> Outcome:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.core.clock import SYSTEM_CLOCK, Clock, parse_time
+from bot.core.clock import SYSTEM_CLOCK, Clock, format_time, parse_time
 from bot.core.log import get_logger
 from bot.forge.base import Forge
 from bot.forge.errors import NotFound
 from bot.forge.limits import comment_chars, fit
 from bot.model.state import PendingPost, TaskState, now_iso
-from bot.model.thread import TaskKey
+from bot.model.thread import Comment, TaskKey
 from bot.store.base import Store
 from bot.task.confidential import InternalNotes
 from bot.task.record import Events
@@ -105,25 +105,27 @@ class Poster:
         if found is None:
             # A reply in a review thread is in the listing `_find` reads too.
             body = self.compose(pending.body, tag)
-            found = self.forge.post_comment(self.key, body, reply_to=pending.reply_to).id
-        comment_id = found
+            found = self.forge.post_comment(self.key, body, reply_to=pending.reply_to)
+        comment_id = found.id
         self.state.posted[str(pending.seq)] = comment_id
         if pending.call_id is not None:
             self.state.tool_journal[pending.call_id] = posted_result(comment_id)
         if pending.purpose == "progress":  # the one comment update_plan edits from now on
             self.state.progress_comment_id = comment_id
             self.state.progress_seq = pending.seq
+        if pending.purpose == "capped":  # the question a resume answers: from this moment
+            self.state.asked_at = format_time(found.created_at)
         self.state.pending_post = None
         self.store.save(self.state)
         self.events.posted(pending.purpose, pending.seq, comment_id)
         return comment_id
 
-    def _find(self, tag: str, created_at: str) -> str | None:
+    def _find(self, tag: str, created_at: str) -> Comment | None:
         since = parse_time(created_at) - LOOKBACK
         for comment in self.forge.list_comments(self.key, since=since):
             # Only the bot's own comments count: a person quoting the marker is not a post.
             # And only where the bot puts it, at the end: a post may quote names from outside
             # (the final comment's "What I did": a path in a fork can read like a marker).
             if comment.author == self.bot_login and comment.body.rstrip().endswith(tag):
-                return comment.id
+                return comment
         return None

@@ -199,6 +199,7 @@ class _Run:
             deps.stop,
             deps.metrics,
             self.gate.of(lambda: self.state, self.events.ignored),
+            llm,
             clock=deps.clock,
         )
         self._workspace: Workspace | None = None

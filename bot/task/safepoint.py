@@ -6,7 +6,8 @@ One check reads the thread (state and labels) and the comments changed since the
 - the thread is gone (404/410)          -> halt (stopped, reason `deleted`)
 - the thread is closed or merged        -> halt (stopped, reason `closed`)
 - a stop or pause from the controls     -> halt (stopped / paused)
-- a resume while paused                 -> running again
+- a cap reached (bot/task/allowance.py) -> halt (paused, one comment that asks)
+- a resume while paused                 -> running again (after a cap: a new allowance)
 - human talk, when `deliver` is set     -> appended to the conversation, then marked seen
 
 Commands are consumed at every check; talk is delivered only at full checks (between a tool
@@ -22,18 +23,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from bot.core.clock import SYSTEM_CLOCK, Clock
-from bot.core.config import LabelSettings
+from bot.core.clock import SYSTEM_CLOCK, Clock, parse_time
+from bot.core.config import LabelSettings, LLMSettings
 from bot.core.log import get_logger
 from bot.core.metrics import Metrics
 from bot.forge.base import Forge
 from bot.forge.errors import ForgeError, NotFound
-from bot.model.state import Status
+from bot.model.grant import PLAIN, Grant
+from bot.model.state import Cap, Status
 from bot.model.thread import TaskKey, Thread
 from bot.model.trust import NewComment
 from bot.store.base import ConversationLog
+from bot.task.allowance import reached, renew
+from bot.task.cap_note import cap_note, refused_note, resumed_note
 from bot.task.comments import CommentDetectionManager, comment_ref
-from bot.task.controls import Command, Split, split_commands
+from bot.task.controls import UNPAUSE, Command, Control, Split, split_commands
 from bot.task.handover import Running, Verdict, may_run
 from bot.task.lifecycle import Lifecycle
 from bot.task.outcome import Outcome
@@ -77,6 +81,7 @@ class SafePoint:
         stop: threading.Event,
         metrics: Metrics,
         label_trust: LabelTrust,
+        llm: LLMSettings,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.forge = forge
@@ -90,6 +95,7 @@ class SafePoint:
         self.clock = clock  # how long a comment waited for delivery
         self.thread: Thread | None = None  # as last read
         self.label_trust = label_trust
+        self.llm = llm  # the caps and the price
         self.step: Callable[[], int] = lambda: lifecycle.state.step
 
     def read_thread(self) -> Check:
@@ -122,26 +128,101 @@ class SafePoint:
         fresh = self.detector.check_for_new_comments()
         split = split_commands(fresh, obeyed=self.detector.obeyed)
         self._record_commands(split.pure, split.obeyed, [str(c) for c in split.commands])
+        talk = self._answer_asks(split)
+        counted = self._answers(self._commands(split))
+        state = self.lifecycle.state
         facts = Running(
-            self.lifecycle.state,
+            state,
             self.lifecycle.labels,
             self.label_settings,
-            commands=self._commands(split),
+            commands=[control.command for control in counted],
+            spent=reached(state, self.llm),
         )
         decision = may_run(facts).verdict
         if decision is Verdict.STOP:
             return Check(halt=self.lifecycle.stop())
         if decision is Verdict.PAUSE:
             return Check(halt=self.lifecycle.pause())
+        if decision is Verdict.CAPPED:
+            assert facts.spent is not None
+            return Check(halt=self.pause_at_cap(facts.spent))
         if decision is Verdict.RESUME:
-            self.lifecycle.resume()
-        if not split.talk or not deliver:
+            # The newest command decides (a pause after it would have won): its grant.
+            self._resume(counted[-1].grant if counted else PLAIN)
+        if not talk or not deliver:
             self.lifecycle.save()
             return Check()
-        self._deliver(split.talk)
+        self._deliver(talk)
         return Check(delivered=True)
 
-    def _commands(self, split: Split) -> list[Command]:
+    def pause_at_cap(self, cap: Cap) -> Outcome:
+        """Paused at `cap`, with the one comment that says what was spent and done."""
+        state = self.lifecycle.state
+        return self.lifecycle.pause_at_cap(cap, cap_note(state, self.llm, cap))
+
+    def _resume(self, grant: Grant) -> None:
+        """Running again; a task paused at a cap gets its allowance again (and the grant's
+        more), counted from what it used: the label taken off grants it as `/bot resume`."""
+        state = self.lifecycle.state
+        if state.capped is None:
+            self.lifecycle.resume()
+            return
+        renewal = renew(state, self.llm, grant)
+        limit = renewal.allowance
+        log.info(
+            "allowance_renewed",
+            cap=state.capped.value,
+            grant=str(grant),
+            steps=limit.steps,
+            tokens=limit.tokens,
+            cost=None if limit.cost is None else str(limit.cost),
+            refused=renewal.refused,
+        )
+        self.lifecycle.resume(limit, resumed_note(renewal, self.llm))
+
+    def _answers(self, counted: list[Control]) -> list[Control]:
+        """On a task paused at a cap, only a resume (or `/bot`) written since the cap's
+        comment answers it (same second: it does, the writer may have read it). One written
+        before, while it ran or while that comment was still owed, was no answer to it: it is
+        consumed as every command, and the comment asks (docs/architecture.md, invariant 16).
+        """
+        state = self.lifecycle.state
+        if state.capped is None or state.status is not Status.PAUSED:
+            return counted
+        asked = parse_time(state.asked_at) if state.asked_at is not None else None
+        kept = [
+            c for c in counted if c.command not in UNPAUSE or (asked is not None and c.at >= asked)
+        ]
+        if len(kept) < len(counted):
+            log.info(
+                "resume_before_the_ask", cap=state.capped.value, ignored=len(counted) - len(kept)
+            )
+        return kept
+
+    def _answer_asks(self, split: Split) -> list[NewComment]:
+        """The talk to deliver. On a task paused at a cap, a writer's `/bot resume <word>`
+        whose word grants nothing is answered, once, with what can be granted, and is taken
+        out of the talk (seen): it was meant for the bot, not the model."""
+        state = self.lifecycle.state
+        if not split.asks or state.capped is None or state.status is not Status.PAUSED:
+            return split.talk
+        asked = [item for item, _ in split.asks]
+        # Not under "comments": a restart takes those as seen, and a crash before the reply's
+        # intent is saved would leave the question unanswered; this way it is answered then.
+        self.conversation.append(
+            {
+                "role": "control",
+                "kind": "control",
+                "commands": [],
+                "refused": [comment_ref(c.comment) for c in asked],
+            }
+        )
+        self.detector.mark_seen(asked)
+        self.lifecycle.answer("refused-grant", refused_note([word for _, word in split.asks]))
+        log.info("grant_refused", comments=[c.comment.id for c in asked])
+        return [item for item in split.talk if all(item is not a for a in asked)]
+
+    def _commands(self, split: Split) -> list[Control]:
         """The commands that count against the labels: a person's paused label added after a
         `/bot resume` or `/bot` is the newer control and is not cancelled by it (same second:
         the pause wins, the side without side effects). The bot's own paused label on a paused
@@ -151,9 +232,8 @@ class SafePoint:
         own = state.status is Status.PAUSED and state.labels_applied == Status.PAUSED.value
         unpause = {Command.RESUME, Command.START} & set(split.commands)
         if paused not in self.lifecycle.labels or own or not unpause:
-            return split.commands
-        at = self.label_trust.labelled_at(paused)
-        return split.commands if at is None else split.commands_after(at)
+            return split.counted()
+        return split.counted(self.label_trust.labelled_at(paused))
 
     def _record_commands(
         self, pure: list[NewComment], obeyed: list[NewComment], commands: list[str]

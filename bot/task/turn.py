@@ -23,6 +23,7 @@ from bot.core.log import get_logger
 from bot.core.metrics import Metrics
 from bot.llm.base import LLMCancelled, LLMClient, LLMError, LLMFatal, LLMReply, Message, ToolCall
 from bot.store.base import ConversationLog
+from bot.task.allowance import reached
 from bot.task.lifecycle import Lifecycle
 from bot.task.outcome import Outcome
 from bot.task.safepoint import SafePoint
@@ -72,13 +73,9 @@ class Turn:
 
     def take(self) -> TurnEnd:
         """Check the caps, call the model, run its tool calls."""
-        state = self.lifecycle.state
-        if state.step >= self.settings.max_steps:
-            limit = self.settings.max_steps
-            return self._fail(f"reached the step limit ({limit} model calls, `llm.max_steps`)")
-        if state.usage.total >= self.settings.max_tokens_per_task:
-            used = state.usage.total
-            return self._fail(f"reached the token limit ({used} tokens, `llm.max_tokens_per_task`)")
+        cap = reached(self.lifecycle.state, self.settings)  # the allowance in the state
+        if cap is not None:
+            return TurnEnd(halt=self.safe.pause_at_cap(cap))  # it asks; nothing is thrown away
         reply = self._call_model()
         if isinstance(reply, Outcome):
             return TurnEnd(halt=reply)
@@ -287,6 +284,3 @@ class Turn:
                 f"the model gave {MAX_MALFORMED} malformed replies in a row ({what})"
             )
         return None
-
-    def _fail(self, reason: str) -> TurnEnd:
-        return TurnEnd(halt=self.lifecycle.fail(reason))

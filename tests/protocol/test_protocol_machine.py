@@ -16,7 +16,11 @@ After every rule, from the forge and the state dir:
   commit, no pull request, no label added but the state's own;
 - a poll that checked an open task undid the paused or stopped label `bob` (read access)
   changed before it, each with a notice naming that label event (said once: the markers);
-- no bot comment was posted twice; the status label matches the saved status.
+- no bot comment was posted twice; the status label matches the saved status;
+- a run that reaches the step cap (`STEP_CAP`, small: a model that keeps calling tools gets
+  there) is paused, never failed, with one cap comment per cap reached, and from the cap to a
+  writer's resume no tool call runs and no model call is made (docs/architecture.md,
+  invariant 16); a writer's `/bot resume` continues it, and it can end done.
 
 CI runs `PROTOCOL_EXAMPLES` examples (default 10) per forge and clock; set it higher to search
 longer, e.g. `PROTOCOL_EXAMPLES=500 .venv/bin/pytest tests/protocol`. The same machine runs with
@@ -49,6 +53,7 @@ from bot.core.clock import format_time
 from bot.core.config import LabelSettings
 from bot.model.state import Status, TaskState
 from bot.service.daemon import Daemon
+from bot.task.cap_note import CAP_HEADER, REFUSED_HEADER
 from bot.task.labels import label_for
 from bot.task.lifecycle import CLOSED_NOTE, PAUSED_NOTE, STOPPED_NOTE
 from bot_sandbox.forge_server import ForgeServer
@@ -72,7 +77,10 @@ ALLOWED_SAYING = {
     "paused": (PAUSED_NOTE,),
     "stopped": (STOPPED_NOTE,),
     "closed": (CLOSED_NOTE, STOPPED_NOTE),
+    "capped": (CAP_HEADER, REFUSED_HEADER),
 }
+# Model calls per run before the task pauses and asks: small, so that orderings reach it.
+STEP_CAP = 3
 IGNORED = re.compile(r"<!-- bot:[^>]*:ignored-(?:label:)?(\d+) -->")  # GitLab: label:<id>
 
 
@@ -102,7 +110,7 @@ class Protocol(RuleBasedStateMachine):
         self.model.policy = self._policy
         self.state_dir = Path(tempfile.mkdtemp(prefix="protocol-"))
         self.rig = Rig(self.server, self.model, self.platform, self.state_dir)
-        self.rig.llm_options = ", max_steps: 500"
+        self.rig.llm_options = f", max_steps: {STEP_CAP}"
         if self.database is not None:
             self.rig.extra_config = f"store: {{backend: postgres, dsn: '{self.database()}'}}"
             assert self.rig.store().shared  # the machine really reads PostgreSQL
@@ -115,6 +123,8 @@ class Protocol(RuleBasedStateMachine):
         self.commits: list[int] = []  # world sequence of every commit pushed after seeding
         self.counter = 0
         self.polled = 0  # world sequence at the start of the last poll
+        # Each cap reached, by (run, step): the model requests and tool results at the pause.
+        self.caps: dict[tuple[int, int], tuple[int, int]] = {}
         self._watch_commits()
 
     def teardown(self) -> None:
@@ -267,6 +277,48 @@ class Protocol(RuleBasedStateMachine):
         else:
             self.turns.append({"content": f"final-{self._next()}"})
 
+    @rule(tools=st.lists(st.sampled_from(["note", "write"]), min_size=1, max_size=2))
+    def keep_calling_tools(self, tools: list[str]) -> None:
+        """The model calls tools turn after turn, never finishing, and the daemon polls: a
+        running task reaches the step cap."""
+        for _ in range(STEP_CAP):
+            self.model_turn(tools, "none")
+        self.poll()
+
+    @precondition(lambda self: self._capped() is not None and not self.queued)
+    @rule()
+    def writer_resumes_at_the_cap(self) -> None:
+        """A writer's `/bot resume` continues a task paused at its cap, which ends done."""
+        assert self.thread is not None
+        self.poll()  # what came before is read first: a stop in the same check would win
+        if self._capped() is None or self.thread.state != "open":
+            return
+        if LABELS.stopped in self.thread.labels:
+            return  # a stop wins over the resume (a non-writer's label: undone next poll)
+        comment = self._add("/bot resume", "alice")
+        self.controls.append((comment.id, "resume"))
+        self.turns.insert(0, {"tool_calls": [("finish", {"summary": f"final-{self._next()}"})]})
+        self.poll()
+        state = self._state()
+        assert state is not None and state.status is Status.DONE, state and state.status
+
+    @precondition(lambda self: self._capped() is not None and not self.queued)
+    @rule(word=st.sampled_from(["1000x", "0x", "lots", "x2", "+5 kg"]))
+    def writer_asks_for_what_cannot_be_granted(self, word: str) -> None:
+        """At the cap, a writer's `/bot resume <word>` that grants nothing is answered and
+        resumes nothing: the task stays paused at its cap (nothing runs: the invariants)."""
+        assert self.thread is not None
+        self.poll()  # what came before is read first
+        hit = self._capped()
+        if hit is None or self.thread.state != "open" or LABELS.stopped in self.thread.labels:
+            return
+        said = len(self.thread.comments)
+        self._add(f"/bot resume {word}", "alice")
+        self.poll()
+        assert self._capped() == hit, (hit, self._capped())
+        answer = [c.body for c in self.thread.comments[said:] if c.author.login == "coding-bot"]
+        assert len(answer) == 1 and answer[0].startswith(REFUSED_HEADER), answer
+
     @rule()
     def restart(self) -> None:
         """A new process on the same state dir (the old one was stopped or killed)."""
@@ -292,8 +344,40 @@ class Protocol(RuleBasedStateMachine):
             self._all_settled(state)
         if state.status in (Status.RUNNING, Status.PAUSED) and self.thread.state == "open":
             self._non_writers_controls_undone(start, state.status)
+        hit = self._capped()
+        if hit is not None and hit not in self.caps:
+            self._cap_reached(hit)
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _capped(self) -> tuple[int, int] | None:
+        """(run, step) of the cap the task is paused at, if it is."""
+        state = self._state()
+        if state is None or state.status is not Status.PAUSED or state.capped is None:
+            return None
+        return state.run, state.step
+
+    def _cap_comments(self) -> list[int]:
+        """Ids of the bot's cap comments, oldest first."""
+        if self.thread is None:
+            return []
+        bot = [c for c in self.thread.comments if c.author.login == "coding-bot"]
+        return [c.id for c in bot if c.body.startswith(CAP_HEADER)]
+
+    def _tool_results(self) -> int:
+        return sum(1 for run in self._runs() for e in run if e.get("role") == "tool")
+
+    def _cap_reached(self, hit: tuple[int, int]) -> None:
+        """A new cap: the reply that reached it has no tool result (the pause came at the
+        safe point right after it); from now the mode is "capped" for the other invariants."""
+        entries = self._runs()[-1]
+        last = max(i for i, e in enumerate(entries) if e.get("role") == "assistant")
+        ran = [e for e in entries[last + 1 :] if e.get("role") == "tool"]
+        assert not ran, f"a tool call ran after the cap: {ran}"
+        self.caps[hit] = (len(self.model.requests), self._tool_results())
+        said = self._cap_comments()
+        if said:
+            self.controls.append((said[-1], "cap"))
 
     def _add(self, body: str, author: str) -> SComment:
         assert self.thread is not None
@@ -480,7 +564,12 @@ class Protocol(RuleBasedStateMachine):
     def no_label_but_the_states_own_while_paused_stopped_or_closed(self) -> None:
         if self.thread is None:
             return
-        own = {"paused": LABELS.paused, "stopped": LABELS.stopped, "closed": LABELS.stopped}
+        own = {
+            "paused": LABELS.paused,
+            "stopped": LABELS.stopped,
+            "closed": LABELS.stopped,
+            "capped": LABELS.paused,
+        }
         for event in self._bot_events("labeled"):
             mode = _mode_at(self.controls, event.id)
             assert mode == "run" or event.name == own[mode], f"{event.name} added while {mode}"
@@ -514,6 +603,31 @@ class Protocol(RuleBasedStateMachine):
         assert len(notes) == len(set(notes)), notes
 
     @invariant()
+    def a_cap_pauses_and_nothing_fails(self) -> None:
+        """No ordering here fails a task (no faults, no malformed replies): reaching the step
+        cap pauses it instead (before issue 21 it failed the task)."""
+        state = self._state()
+        assert state is None or state.status is not Status.FAILED, state and state.reason
+
+    @invariant()
+    def nothing_runs_at_the_cap(self) -> None:
+        """From the cap to the resume: no model call, no tool call."""
+        hit = self._capped()
+        if hit is None or hit not in self.caps:
+            return  # reached in the poll that just ran: recorded by `poll`
+        now = (len(self.model.requests), self._tool_results())
+        assert now == self.caps[hit], f"at the cap {hit}: (requests, tool results) {now}"
+
+    @invariant()
+    def one_cap_comment_per_cap(self) -> None:
+        """Each cap reached is said once (a comment still owed counts: posted next run)."""
+        state = self._state()
+        pending = state.pending_post if state is not None else None
+        owed = pending is not None and pending.purpose == "capped"
+        said = self._cap_comments()
+        assert len(said) + int(owed) == len(self.caps), (len(said), sorted(self.caps))
+
+    @invariant()
     def label_matches_saved_status(self) -> None:
         state = self._state()
         if state is None or self.thread is None or not state.initialized:
@@ -540,7 +654,9 @@ def _mode_at(controls: list[tuple[int, str]], seq: int) -> str:
     resumes a paused task; the stopped label added stops. Taking the stopped label off does
     not restart a stopped task (the trigger label or `/bot` does, seen as the next "run"), and
     the rules take it off only once the bot saw the stop (`Protocol._toggle`). The trigger
-    label starts a finished task again, which is the next "run" too.
+    label starts a finished task again, which is the next "run" too. A cap reached while
+    running is "capped" (the bot's own pause; also when a writer's pause came at the same
+    check): a writer's resume or taking the paused label off ends it, as a pause.
     """
     mode = "run"
     for at, event in sorted(controls):
@@ -556,9 +672,11 @@ def _mode_at(controls: list[tuple[int, str]], seq: int) -> str:
             mode = "stopped"
         elif event in ("pause", "+paused") and mode != "stopped":
             mode = "paused"
+        elif event == "cap" and mode in ("run", "paused"):
+            mode = "capped"  # a writer's pause read at the cap's check is that one pause
         elif event == "resume":
             mode = "run"  # also a stopped or finished task: a writer's `/bot resume` hands it back
-        elif event == "-paused" and mode == "paused":
+        elif event == "-paused" and mode in ("paused", "capped"):
             mode = "run"
     return mode
 

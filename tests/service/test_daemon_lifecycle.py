@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.model.state import Status
+from bot.model.state import Cap, Status
+from bot.task.cap_note import CAP_HEADER
 from bot_sandbox.llm_server import count_tool_results
 from bot_sandbox.world import StepClock
 from tests.rig import Rig, comment_id
@@ -173,15 +174,21 @@ def test_commands_from_people_without_write_access_are_not_obeyed(rig: Rig) -> N
     assert "> ignore previous instructions" in text and "untrusted" in text
 
 
-def test_step_cap_fails_the_task_with_a_reason(rig: Rig) -> None:
+def test_step_cap_pauses_the_task_and_asks(rig: Rig) -> None:
+    """Invariant 16: the step cap pauses (not fails), says so once naming its key, and the
+    second reply's tool call waits for a writer's resume."""
     rig.llm_options = ", max_steps: 2"
     thread = rig.issue()
     rig.model.policy = lambda req: note("again")
     rig.run_once()
-    assert thread.labels == ["coding agent failed"]
-    assert rig.state(thread).status is Status.FAILED
+    assert thread.labels == [PAUSED]
+    state = rig.state(thread)
+    assert state.status is Status.PAUSED and state.capped is Cap.STEPS
     assert len(rig.model.requests) == 2
-    assert any("step limit" in b for b in rig.bot_comments(thread))
+    tool_results = [e for e in rig.conversation(thread) if e.get("role") == "tool"]
+    assert len(tool_results) == 1  # the second reply's call did not run
+    capped = [b for b in rig.bot_comments(thread) if b.startswith(CAP_HEADER)]
+    assert len(capped) == 1 and "`llm.max_steps`" in capped[0] and "/bot resume" in capped[0]
     assert "Traceback" not in "".join(rig.bot_comments(thread))
 
 

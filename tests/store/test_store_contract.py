@@ -6,12 +6,13 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from bot.model.state import Status, TaskState
+from bot.model.state import Allowance, Cap, Status, TaskState
 from bot.model.thread import TaskKey
 from bot.store import schema
 from bot.store.base import QueuedJob, Store
@@ -63,6 +64,18 @@ def test_save_load_round_trip(store: Store) -> None:
     store.save(loaded)
     assert store.load(KEY) == loaded
     assert store.all_states() == [loaded]
+
+
+def test_a_task_paused_at_a_cap_keeps_its_cap_and_allowance_exactly(store: Store) -> None:
+    """A restart reads the cap, when it was asked, and a resume's allowance to the last digit
+    of its cost (issue 21: a cap asks; the comparison reads only the state)."""
+    cost = Decimal("1.234567890123456789")
+    saved = state(status=Status.PAUSED, step=7, capped=Cap.COST, asked_at="2026-01-02T03:04:05Z")
+    saved.allowance = Allowance(steps=47, tokens=800_000, cost=cost)
+    store.save(saved)
+    loaded = store.load(KEY)
+    assert loaded == saved and loaded.allowance.cost == cost
+    assert loaded.capped is Cap.COST and loaded.asked_at == "2026-01-02T03:04:05Z"
 
 
 def test_a_finished_task_keeps_its_changeset_apart(store: Store) -> None:

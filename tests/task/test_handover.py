@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.core.config import LabelSettings
-from bot.model.state import PendingPost, Status, TaskState
+from bot.model.state import Cap, PendingPost, Status, TaskState
 from bot.model.thread import ControlEvent
 from bot.task.controls import Command
 from bot.task.handover import (
@@ -69,9 +69,20 @@ def start(
 
 
 def run(
-    saved: TaskState, *names: str, open: bool = True, commands: list[Command] | None = None
+    saved: TaskState,
+    *names: str,
+    open: bool = True,
+    commands: list[Command] | None = None,
+    spent: Cap | None = None,
 ) -> Running:
-    return Running(saved, labels(*names), S, open, commands)
+    return Running(saved, labels(*names), S, open, commands, spent)
+
+
+def capped(cap: Cap = Cap.STEPS, applied: bool = True) -> TaskState:
+    """Paused at a cap; `applied`: the paused label is on (the bot put it there)."""
+    saved = state(Status.PAUSED, applied=applied)
+    saved.capped = cap
+    return saved
 
 
 def event(name: str, actor: str = "tracy") -> ControlEvent:
@@ -480,6 +491,131 @@ TABLE = [
         run(PAUSED_, commands=[PAUSE]),
         Verdict.PAUSE,
         "`/bot pause`",
+    ),
+    # -- caps (docs/architecture.md, invariant 16): a cap asks, it does not destroy ----------
+    Row(
+        "plan: paused at a cap",
+        plan(capped(), PAUSED),
+        Verdict.CONTINUE,
+        "a saved run: resumed, its controls read again",
+    ),
+    Row("start: paused at a cap", start(capped(), False), Verdict.CONTINUE, "a saved run"),
+    Row(
+        "run: at the step cap",
+        run(RUNNING, commands=[], spent=Cap.STEPS),
+        Verdict.CAPPED,
+        "the steps allowance is spent",
+    ),
+    Row(
+        "run: at the token cap",
+        run(RUNNING, "bug", commands=[], spent=Cap.TOKENS),
+        Verdict.CAPPED,
+        "the tokens allowance is spent",
+    ),
+    Row(
+        "run: at the cost cap",
+        run(RUNNING, commands=[], spent=Cap.COST),
+        Verdict.CAPPED,
+        "the cost allowance is spent",
+    ),
+    # Only a resume after the cap's pause renews the allowance.
+    Row(
+        "run: at the cap, /bot resume written while it ran",
+        run(RUNNING, commands=[RESUME], spent=Cap.TOKENS),
+        Verdict.CAPPED,
+        "the tokens allowance is spent",
+    ),
+    Row(
+        "run: at the cap, /bot stop",
+        run(RUNNING, commands=[STOP], spent=Cap.COST),
+        Verdict.STOP,
+        "`/bot stop`",
+    ),
+    Row(
+        "run: at the cap, stopped label",
+        run(RUNNING, STOPPED, commands=[], spent=Cap.STEPS),
+        Verdict.STOP,
+        "the stopped label",
+    ),
+    # A pause at the same check as the cap: one pause, with the cap's comment.
+    Row(
+        "run: at the cap, a writer's /bot pause",
+        run(RUNNING, commands=[PAUSE], spent=Cap.STEPS),
+        Verdict.CAPPED,
+        "`/bot pause`, and the steps allowance is spent",
+    ),
+    Row(
+        "run: at the cap, a person's paused label",
+        run(RUNNING, PAUSED, commands=[], spent=Cap.COST),
+        Verdict.CAPPED,
+        "the paused label, and the cost allowance is spent",
+    ),
+    Row(
+        "run: paused by a person, at a cap configured lower since",
+        run(state(Status.PAUSED), PAUSED, commands=[], spent=Cap.STEPS),
+        Verdict.PAUSE,
+        "the paused label",
+    ),
+    Row(
+        "run: at the cap, closed",
+        run(RUNNING, open=False, spent=Cap.COST),
+        Verdict.CLOSED,
+        "the thread is closed or merged",
+    ),
+    Row(
+        "run: paused at a cap, its label on",
+        run(capped(), PAUSED, commands=[], spent=Cap.STEPS),
+        Verdict.PAUSE,
+        "the paused label",
+    ),
+    Row(
+        "run: paused at a cap, /bot resume",
+        run(capped(), PAUSED, commands=[RESUME], spent=Cap.STEPS),
+        Verdict.RESUME,
+        "the pause was lifted",
+    ),
+    Row(
+        "run: paused at a cap, /bot",
+        run(capped(Cap.COST), PAUSED, commands=[START], spent=Cap.COST),
+        Verdict.RESUME,
+        "the pause was lifted",
+    ),
+    Row(
+        "run: paused at a cap, the label removed by a writer",
+        run(capped(Cap.TOKENS), commands=[], spent=Cap.TOKENS),
+        Verdict.RESUME,
+        "the pause was lifted",
+    ),
+    Row(
+        "run: paused at a cap, /bot resume, then /bot pause",
+        run(capped(), PAUSED, commands=[RESUME, PAUSE], spent=Cap.STEPS),
+        Verdict.PAUSE,
+        "`/bot pause`",
+    ),
+    Row(
+        "run: paused at a cap, /bot stop",
+        run(capped(), PAUSED, commands=[STOP], spent=Cap.STEPS),
+        Verdict.STOP,
+        "`/bot stop`",
+    ),
+    # The bot stopped between saving the cap's pause and putting its label on.
+    Row(
+        "run: paused at a cap, its label still owed",
+        run(capped(applied=False), commands=[], spent=Cap.STEPS),
+        Verdict.PAUSE,
+        "paused at a cap, its label still owed",
+    ),
+    Row(
+        "run: paused at a cap, its label still owed, /bot resume",
+        run(capped(applied=False), commands=[RESUME], spent=Cap.STEPS),
+        Verdict.RESUME,
+        "the pause was lifted",
+    ),
+    Row(
+        "run: paused at a cap, closed",
+        run(capped(), PAUSED, open=False),
+        Verdict.CLOSED,
+        "the thread is closed or merged",
     ),
 ]
 
