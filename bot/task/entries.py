@@ -177,9 +177,11 @@ def _skipped(item: Mapping[str, Any], calls: Calls) -> Described:
 
 
 def _control(item: Mapping[str, Any], calls: Calls) -> Described:
-    heard = _heard(item, "comments", "obeyed")
+    heard = _heard(item, "comments", "obeyed", "refused")
     commands = [str(c) for c in item.get("commands") or []]
     said = ", ".join(f"/bot {c}" for c in commands) or "no command"
+    if item.get("refused"):  # a resume at a cap asking for what cannot be granted: answered
+        said = f"{said}; answered {len(item['refused'])} request(s) it cannot grant"
     return _authors_actor(heard), f"commands: {said}", {**heard, "commands": commands}
 
 

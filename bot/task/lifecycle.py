@@ -102,6 +102,7 @@ class Lifecycle:
         self.state.asked_at = None  # set when the comment is out
         self._take_delivery_record()
         self.poster.intend("capped", note)  # saves all of it
+        self.events.status(Status.PAUSED, f"{cap.value} cap reached")
         self.poster.deliver(look_up=False)
         self.sync_labels()
         log.info("task_capped", step=self.state.step, cap=cap.value, usage=self.state.usage.total)

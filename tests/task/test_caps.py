@@ -23,6 +23,7 @@ from bot.task.allowance import cost_of, limits, reached, renew
 from bot.task.cap_note import CAP_HEADER, cap_note
 from bot.task.controls import Command, parse_control, refused_grant
 from bot.task.lifecycle import PAUSED_NOTE
+from bot.task.timeline import build_timeline
 from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO
 from tests.rig import Rig
@@ -102,6 +103,12 @@ def test_a_task_at_its_cost_cap_pauses_once_and_resumes_with_bot_resume_to_done(
     assert "cost cap (`llm.max_cost_per_task`)" in note and " USD" in note
     assert "- [x] Read the greeting" in note and "- [ ] Say hello" in note
     assert "`src/app.py`" in note and "`/bot resume`" in note
+    # The timeline (bot show, the task page) says why it paused.
+    kinds = [
+        (e.kind, e.summary)
+        for e in build_timeline(rig.store(), rig.key(thread), price=settings.price).entries
+    ]
+    assert any(k == "status" and "cost cap reached" in summary for k, summary in kinds)
     requests, results = len(rig.model.requests), tool_results(rig, thread)
     forge_log = len(rig.forge.requests)
 
