@@ -60,7 +60,8 @@ def finish(
         lifecycle.events.published(published)
     details = what_i_did() if what_i_did is not None else ""
     link = f"\n\nEvery step, with tokens and cost: {page}" if page else ""
-    lifecycle.end(Status.DONE, answer + where(published) + link + details)
+    # The account is kept whole: a cut is made in the answer (`Poster.ending`).
+    lifecycle.end(Status.DONE, lifecycle.poster.ending(answer, where(published) + link + details))
     return Outcome.DONE
 
 
