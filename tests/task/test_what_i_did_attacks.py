@@ -11,9 +11,10 @@ import pytest
 from bot.forge.limits import comment_chars
 from bot.model.state import Status
 from bot.model.thread import Platform
+from tests.conftest import REPO
 from tests.rig import Rig
 from tests.task.test_what_i_did import details
-from tests.test_agent_e2e import call
+from tests.test_agent_e2e import call, scripted
 
 MENTION = "@victim"
 # A name that is mentions from end to end: cut anywhere, what is left of it pings someone.
@@ -72,3 +73,31 @@ def _turns(request: dict[str, object]) -> int:
     messages = request.get("messages") or []
     assert isinstance(messages, list)
     return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+
+
+BRANCH = f"x`{MENTION}`y"  # git refuses spaces in a ref name, not backticks
+
+
+def test_a_forks_branch_name_is_shown_in_a_code_span_it_cannot_end(rig: Rig) -> None:
+    """The final comment names the fork's branch the bot pushed to: the fork's author chose it."""
+    thread = rig.forge.world.add_fork_request(
+        rig.platform,
+        REPO,
+        author="bob",
+        files={"src/app.py": "print('hi')  # lint\n"},
+        title="Tidy",
+        body="Small cleanup.",
+        labels=["coding agent"],
+        maintainer_can_modify=True,
+        branch=BRANCH,
+    )
+    rig.model.policy = scripted(
+        call("write_file", path="src/app.py", content="print('hi')\n"),
+        call("finish", summary="Removed the comment."),
+    )
+    rig.run_once()
+    assert rig.state(thread).status is Status.DONE, rig.bot_comments(thread)[-1]
+    final = rig.bot_comments(thread)[-1]
+    pushed = next(line for line in final.splitlines() if line.startswith("Pushed commit"))
+    assert "bob/app" in pushed and "y" in pushed
+    assert MENTION not in _outside_code(pushed), pushed
