@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-
 from bot.task.page_link import task_path
 from tests.service.test_ui_page import Page, hostile_task, serve
 from tests.store.helpers import KEY
