@@ -384,6 +384,14 @@ class UISettings(_Frozen):
     # task's page under it.
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s<>\"']+$")
 
+    @field_validator("password")
+    @classmethod
+    def _not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        # An empty password is no password: basic auth with "" lets anyone in.
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("is empty: give the page a password, or leave the key out")
+        return value
+
     @model_validator(mode="after")
     def _password_off_loopback(self) -> UISettings:
         if self.password is None and not is_loopback(self.listen):

@@ -13,6 +13,7 @@ from bot.repo.publish import Published, PublishError, publish
 from bot.repo.workspace import Workspace
 from bot.task.lifecycle import Lifecycle
 from bot.task.outcome import Outcome
+from bot.task.report import code
 
 
 def finish(
@@ -60,7 +61,8 @@ def finish(
         lifecycle.events.published(published)
     details = what_i_did() if what_i_did is not None else ""
     link = f"\n\nEvery step, with tokens and cost: {page}" if page else ""
-    lifecycle.end(Status.DONE, answer + where(published) + link + details)
+    # The account is kept whole: a cut is made in the answer (`Poster.ending`).
+    lifecycle.end(Status.DONE, lifecycle.poster.ending(answer, where(published) + link + details))
     return Outcome.DONE
 
 
@@ -71,6 +73,7 @@ def where(published: Published | None) -> str:
         return patch_section(published.patch or "", published.why_patch)
     if published.request_url:
         kind = "Draft change request" if published.draft else "Change request"
-        return f"\n\n{kind}: {published.request_url} (branch `{published.branch}`)."
-    place = f" in `{published.repo}` (this request's branch)" if published.repo else ""
-    return f"\n\nPushed commit {published.commit[:12]} to `{published.branch}`{place}."
+        return f"\n\n{kind}: {published.request_url} (branch {code(str(published.branch))})."
+    # A fork's branch is named by its author, and git allows backticks in a ref name.
+    place = f" in {code(published.repo)} (this request's branch)" if published.repo else ""
+    return f"\n\nPushed commit {published.commit[:12]} to {code(str(published.branch))}{place}."

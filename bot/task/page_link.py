@@ -33,9 +33,9 @@ def parse_task_path(path: str) -> TaskKey | None:
     parts = [unquote(part) for part in path[len(PREFIX) :].rstrip("/").split("/")]
     if len(parts) < 5 or not parts[-1].isdigit() or not parts[-1].isascii():
         return None
-    platform, repo, kind, number = parts[0], "/".join(parts[1:-2]), parts[-2], int(parts[-1])
-    try:
-        key = TaskKey(Platform(platform), repo, Kind(kind), number)
+    platform, repo, kind = parts[0], "/".join(parts[1:-2]), parts[-2]
+    try:  # int() refuses more than 4,300 digits (ValueError): not a task either
+        key = TaskKey(Platform(platform), repo, Kind(kind), int(parts[-1]))
         return TaskKey.parse(str(key))  # the same rules as every other task reference
     except ValueError:
         return None

@@ -18,6 +18,7 @@ from bot.task.record import Events
 log = get_logger(__name__)
 # The look-up after a crash starts this long before the intent was recorded, for clock skew.
 LOOKBACK = timedelta(minutes=10)
+MIN_HEAD = 500  # characters of a final answer kept before its account, at least
 
 
 def posted_result(comment_id: str) -> str:
@@ -72,6 +73,18 @@ class Poster:
         """The text posted: withheld first (a cut must not undo it), cut to what the forge
         takes, the marker always last (the look-up after a crash finds it there)."""
         return fit(self.withhold(body), tag, comment_chars(self.forge.platform))
+
+    def ending(self, head: str, tail: str) -> str:
+        """`head` then `tail`, with `head` cut so that the post of both fits whole: `tail` (the
+        run's account, where names sit in code spans) is never cut, since a cut inside a code
+        span leaves its backticks unclosed and the rest of the name renders as Markdown.
+        Withholding only shortens a text, so `compose` then cuts nothing. A `tail` too long for
+        any head is left to `compose`'s cut."""
+        tag = marker(self.key, self.state.next_seq)
+        room = comment_chars(self.forge.platform) - len(tail) - len(tag) - len("\n\n") - 8
+        if len(head) <= room or room < MIN_HEAD:
+            return head + tail
+        return fit(head, "", room) + tail
 
     def post(
         self, purpose: str, body: str, call_id: str | None = None, reply_to: str | None = None

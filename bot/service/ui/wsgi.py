@@ -32,6 +32,7 @@ from bot.task.timeline import TimelineError
 
 log = get_logger(__name__)
 
+RUN_DIGITS = 9
 REFRESH_SECONDS = 5  # a running task's page reloads itself this often
 _STATUS = {
     200: "200 OK",
@@ -127,7 +128,10 @@ class PageApp:
         if key is None:
             return _message(404, "Not found", "That is not the address of a task.")
         run_text = _one(query, "run")
-        if run_text is not None and not (run_text.isascii() and run_text.isdigit()):
+        # A run's number has a few digits; int() refuses more than 4,300 (a 500, not a 400).
+        if run_text is not None and not (
+            run_text.isascii() and run_text.isdigit() and len(run_text) <= RUN_DIGITS
+        ):
             return _message(400, "Bad request", "run must be a run's number.")
         try:
             page = task_page(
