@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 
-from bot.core.markdown import fence_for
+from bot.core.markdown import code_span, fence_for
 
 MAX_PATCH_CHARS = 40_000  # GitHub refuses comments over 65,536 characters
 _NO_NEWLINE = "\\ No newline at end of file"
@@ -30,7 +30,7 @@ def patch_section(patch: str, why: str) -> str:
         return intro
     if len(patch) > MAX_PATCH_CHARS:
         files = [line[len("+++ b/") :] for line in patch.splitlines() if line.startswith("+++ b/")]
-        listed = "\n".join(f"- `{f}`" for f in files)
+        listed = "\n".join(f"- {code_span(f)}" for f in files)
         return (
             f"{intro} My change is too long for a comment ({len(patch.splitlines())} patch "
             f"lines); it changes:\n{listed}"

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from bot.core.config import AgentSettings
 from bot.core.log import get_logger
+from bot.core.markdown import code_span
 from bot.forge.base import Forge
 from bot.forge.errors import BranchMoved, Forbidden, NotFound
 from bot.forge.limits import fit, request_body_chars
@@ -199,8 +200,9 @@ class Target:
         refused = sorted(p for p in touched if self.guard.refusal(p) is not None)
         if refused:
             raise PublishError(
-                f"pushing to `{self.branch}` would bring changes to protected paths "
-                f"({', '.join(f'`{p}`' for p in refused)}) relative to `{self.base_branch}`, "
+                f"pushing to {code_span(self.branch)} would bring changes to protected paths "
+                f"({', '.join(code_span(p) for p in refused)}) relative to "
+                f"{code_span(self.base_branch)}, "
                 "which this repository's configuration does not allow; nothing was published"
             )
 
@@ -210,7 +212,7 @@ class Target:
             compared = self.forge.changed_paths(self.repo, self.base_branch, parent)
         except NotFound as exc:
             raise PublishError(
-                f"`{self.base_branch}` is gone, so I cannot check what a new branch would "
+                f"{code_span(self.base_branch)} is gone, so I cannot check what a new branch would "
                 "bring; nothing was published"
             ) from exc
         if compared.ancestor:
@@ -218,8 +220,8 @@ class Target:
         if not compared.complete:
             raise PublishError(
                 f"the commit I started from changes too many files relative to "
-                f"`{self.base_branch}` for me to check them for protected paths; nothing was "
-                "published"
+                f"{code_span(self.base_branch)} for me to check them for protected paths; "
+                "nothing was published"
             )
         return set(compared.paths)
 
@@ -234,7 +236,9 @@ class Target:
         if fresh.state != "open":
             raise _PushRefused("the request is no longer open")
         if head is None:
-            raise _PushRefused(f"the branch `{self.branch}` is gone from `{self.repo}`")
+            raise _PushRefused(
+                f"the branch {code_span(self.branch)} is gone from {code_span(self.repo)}"
+            )
         if fresh.head_sha != head.sha:
             raise BranchMoved(f"{self.branch} moved: the request's head is not the branch's")
 
@@ -257,8 +261,9 @@ def _commit(
         changes = _changes(forge, repo, head, state.base_sha, state.changes, workspace)
         if isinstance(changes, Conflicts):
             raise PublishError(
-                f"my changes conflict with commits pushed to `{branch}` since I started, in "
-                f"{', '.join(f'`{p}`' for p in changes.paths)}; nothing was published. Resolve "
+                f"my changes conflict with commits pushed to {code_span(branch)} since I "
+                "started, in "
+                f"{', '.join(code_span(p) for p in changes.paths)}; nothing was published. Resolve "
                 "it on the branch, or ask again with /bot to start over from its new head"
             )
         if not changes:
@@ -278,8 +283,8 @@ def _commit(
         log.info("changes_committed", branch=branch, commit=commit, files=len(changes))
         return commit
     raise PublishError(
-        f"`{branch}` kept changing while I published ({MAX_ATTEMPTS} attempts); nothing was "
-        "published. Ask again with /bot when the pushes have settled"
+        f"{code_span(branch)} kept changing while I published ({MAX_ATTEMPTS} attempts); "
+        "nothing was published. Ask again with /bot when the pushes have settled"
     )
 
 
@@ -355,7 +360,7 @@ def _first_paragraph(text: str) -> str:
 
 def _body(thread: Thread, state: TaskState, workspace: Workspace, summary: str) -> str:
     files = "\n".join(
-        f"- `{path}`{' (deleted)' if content is None else ''}"
+        f"- {code_span(path)}{' (deleted)' if content is None else ''}"
         for path, content in sorted(state.changes.items())
         if content is not None or workspace.exists_in_snapshot(path)
     )

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
+from bot.core.markdown import code_span
 from bot.core.pricing import shown
 from bot.task.entries import Entry, clean
 from bot.task.timeline import Timeline, Totals
@@ -32,7 +33,6 @@ TITLE = "What I did"
 MOST = 20  # names listed per line; the rest are counted
 NAME_CHARS = 120
 HIDDEN = "(name withheld)"
-_TICKS = re.compile(r"`+")
 
 Public = Callable[[str], str]
 
@@ -56,12 +56,8 @@ def what_i_did(
 
 
 def code(text: str) -> str:
-    """`text` as an inline code span that nothing in it can end: one line, printable, cut,
-    fenced with more backticks than any run inside (CommonMark, "Code spans")."""
-    line = clean(text, NAME_CHARS) or "(empty)"
-    fence = "`" * (max((len(m) for m in _TICKS.findall(line)), default=0) + 1)
-    pad = " " if line.startswith("`") or line.endswith("`") else ""
-    return f"{fence}{pad}{line}{pad}{fence}"
+    """`text` as an inline code span that nothing in it can end: one line, printable, cut."""
+    return code_span(clean(text, NAME_CHARS))
 
 
 class _Names:
