@@ -30,10 +30,15 @@ from pydantic import (
     model_validator,
 )
 
+from bot.core.mcp_settings import McpSettings
+
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _REPO_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$")
 # Keys whose value is a secret; `<key>_file` is accepted in their place.
 SECRET_KEYS = ("token", "api_key", "private_key", "github_secret", "gitlab_secret", "dsn")
+# Mappings in which any `<NAME>_file` key reads the secret `<NAME>` from a file (MCP servers'
+# environment and headers).
+_SECRET_MAPS = re.compile(r"^mcp\.servers\.[^.]+\.(env|headers)$")
 
 
 class ConfigError(Exception):
@@ -352,6 +357,7 @@ class Settings(_Frozen):
     webhooks: WebhookSettings | None = None
     cache: CacheSettings = CacheSettings()
     store: StoreSettings = StoreSettings()
+    mcp: McpSettings = McpSettings()
 
     @model_validator(mode="after")
     def _some_source(self) -> Settings:
@@ -378,6 +384,13 @@ class Settings(_Frozen):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _jailed_servers_need_the_jail(self) -> Settings:
+        for name, server in self.mcp.servers.items():
+            if server.jail and not self.jail.enabled:
+                raise ValueError(f"mcp.servers.{name}.jail: needs jail.enabled: true")
+        return self
+
     def secrets(self) -> tuple[str, ...]:
         """Every secret value, for the log redaction processor."""
         app = self.github.app if self.github else None
@@ -391,7 +404,8 @@ class Settings(_Frozen):
             hooks.gitlab_secret if hooks else None,
             self.store.dsn,
         ]
-        return tuple(v.get_secret_value() for v in values if v and v.get_secret_value())
+        found = [v.get_secret_value() for v in values if v and v.get_secret_value()]
+        return (*found, *self.mcp.secrets())
 
 
 @dataclass(frozen=True)
@@ -455,7 +469,7 @@ def _resolve(node: Any, path: str, environ: Mapping[str, str], base_dir: Path) -
         if not isinstance(key, str):
             raise ConfigError(key_path, "keys must be strings")
         secret = key.removesuffix("_file")
-        if key.endswith("_file") and secret in SECRET_KEYS:
+        if key.endswith("_file") and (secret in SECRET_KEYS or _SECRET_MAPS.match(path)):
             if secret in node:
                 raise ConfigError(key_path, f"give either '{secret}' or '{key}', not both")
             file_path = _resolve(value, key_path, environ, base_dir)

@@ -191,6 +191,29 @@ class Jail:
             clock=self.clock.monotonic,
         )
 
+    def server_argv(
+        self, program: Sequence[str], work: WorkCopy, env: Mapping[str, str], *, read_only: bool
+    ) -> list[str]:
+        """The command line of a long-lived program over `work` (an MCP server speaking on its
+        stdin and stdout): the same jail as `run`'s commands, never a network, its whole
+        environment `env` on the fixed base. The caller owns the process; bubblewrap's
+        `--die-with-parent` ends it with the daemon. The disk watchdog does not watch it."""
+        prefix = join_argv(work.cgroup) if work.cgroup is not None else []
+        return (
+            prefix
+            + work.area.enter()
+            + bwrap_argv(
+                self._bwrap_path(),
+                work.area.jail_root,
+                "",
+                limits=self.limits,
+                env=jail_env(env),
+                read_only=self.read_only,
+                program=program,
+                work_read_only=read_only,
+            )
+        )
+
     def _area(self, owner: tuple[int, int] | None) -> Area:
         settled = self._host.disk
         # Where the tmpfs did not work for the first copy, it is not tried for every other.

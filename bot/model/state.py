@@ -74,6 +74,9 @@ class TaskState(BaseModel):
     # Results of side-effecting tool calls that happened but are not yet in the conversation:
     # after a crash the call is answered from here instead of being carried out twice.
     tool_journal: dict[str, str] = Field(default_factory=dict)
+    # Calls with effects outside our records (MCP tools not marked read-only) that started
+    # and have no journaled result yet: call id -> tool name (bot/task/journal.py).
+    tool_started: dict[str, str] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
     malformed_streak: int = 0
     llm_failures: int = 0  # consecutive model calls that failed after the client's retries

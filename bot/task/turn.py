@@ -21,6 +21,7 @@ from bot.core.log import get_logger
 from bot.core.metrics import Metrics
 from bot.llm.base import LLMCancelled, LLMClient, LLMError, LLMFatal, LLMReply, Message, ToolCall
 from bot.store.base import ConversationLog
+from bot.task.journal import run_call, settled
 from bot.task.lifecycle import Lifecycle
 from bot.task.outcome import Outcome
 from bot.task.safepoint import SafePoint
@@ -189,7 +190,7 @@ class Turn:
         )
         done = {str(e.get("tool_call_id")) for e in after if e.get("role") == "tool"}
         for call_id in done:
-            self.lifecycle.state.tool_journal.pop(call_id, None)
+            settled(self.lifecycle.state, call_id)
         if calls and done >= {c.id for c in calls}:
             return TurnEnd(final=self._finish_argument(calls))
         return self.apply(LLMReply(entry.get("content"), calls), done=done)
@@ -214,6 +215,8 @@ class Turn:
             if check.halt is not None:
                 return TurnEnd(halt=check.halt)
             result = self._run(call)
+            if result.interrupted:  # cancelled by a pause, stop or SIGTERM while it ran
+                return TurnEnd(halt=self.safe.halted or Outcome.INTERRUPTED)
             malformed += int(result.malformed)
             final = result.finish or final
         if pending and malformed == len(pending):
@@ -224,8 +227,9 @@ class Turn:
 
     def _run(self, call: ToolCall) -> ToolResult:
         state = self.lifecycle.state
-        journaled = state.tool_journal.get(call.id)
-        result = ToolResult(journaled) if journaled else self.toolbox().execute(call)
+        result = run_call(state, self.lifecycle.save, self.toolbox(), call)
+        if result.interrupted:
+            return result
         self.conversation.append(
             {
                 "role": "tool",
@@ -235,7 +239,7 @@ class Turn:
                 "name": call.name,
             }
         )
-        state.tool_journal.pop(call.id, None)
+        settled(state, call.id)
         self.lifecycle.save()
         return result
 
