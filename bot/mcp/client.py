@@ -24,10 +24,10 @@ from tempfile import TemporaryDirectory
 from typing import Any, TypeVar
 
 import anyio
+import httpx2
 import mcp_types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from bot.mcp.base import (
@@ -47,6 +47,7 @@ from bot.mcp.spawn import clean_argv
 WAIT_SLICE = 0.05  # seconds between two looks at the watch while a call runs
 CLOSE_SECONDS = 10.0  # the SDK's stdio shutdown is bounded at about 6 s
 MAX_TOOL_PAGES = 20
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 T = TypeVar("T")
 Watch = Callable[[], bool]  # True: cancel the call now (it may raise, which cancels it too)
 
@@ -167,7 +168,8 @@ class McpClient:
 async def _transport(endpoint: Endpoint) -> AsyncIterator[Any]:
     if isinstance(endpoint, HttpEndpoint):
         async with (
-            create_mcp_http_client(headers=dict(endpoint.headers)) as http,
+            # The SDK's advice: the headers on a client of our own; its default timeouts.
+            httpx2.AsyncClient(headers=dict(endpoint.headers), timeout=HTTP_TIMEOUT) as http,
             streamable_http_client(endpoint.url, http_client=http) as streams,
         ):
             yield streams
