@@ -38,6 +38,8 @@ class Offer:
     tools: Sequence[RemoteTool]
     allowed: frozenset[str] | None  # None: every tool of the server
     trusted: bool
+    # Before each call (a server over the working copy: the task's changes brought in).
+    prepare: Callable[[], None] | None = None
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -94,6 +96,8 @@ def _tool(
 
     def run(args: RawArgs, call: ToolCall) -> ToolResult:
         try:
+            if offer.prepare is not None:
+                offer.prepare()
             result = server.call(remote.name, args.given(), watch)
         except McpCancelled:
             log.info("mcp_tool_cancelled", server=server.name, tool=remote.name)

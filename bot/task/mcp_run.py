@@ -123,7 +123,13 @@ class McpRun:
             return []
         servers = self.launcher.settings.servers
         offers = [
-            Offer(handle, tools, self.offered[handle.name], servers[handle.name].is_trusted)
+            Offer(
+                handle,
+                tools,
+                self.offered[handle.name],
+                servers[handle.name].is_trusted,
+                self._prepare(servers[handle.name]),
+            )
             for handle, tools in self._servers()
         ]
         every = mcp_tools(offers, counter, result_budget, watch)
@@ -132,6 +138,13 @@ class McpRun:
         if self.left_out:
             log.warning("mcp_tools_left_out", tools=self.left_out, budget=budget)
         return kept
+
+    def _prepare(self, server: McpServerSettings) -> Callable[[], None] | None:
+        """A server over the run's working copy sees the task's changes as they are now."""
+        work = self._work
+        if not server.working_copy or work is None:
+            return None
+        return lambda: work.copy(working_copy=True) and None
 
     def close(self) -> None:
         for handle, _tools in self._started or []:

@@ -1,0 +1,91 @@
+"""An MCP server with `jail: true`: started inside the jail over the task's working copy
+(read-only), with no network and only its configured environment (real jail, real daemon,
+emulator and scripted model). The server is a stdlib-only one kept in the repository itself,
+since the jail has only the system's Python."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+from bot.model.state import Status
+from tests.conftest import REPO
+from tests.mcp.rigging import calls, mcp_config, tool_results
+from tests.rig import Rig
+
+# The protocol by hand (JSON-RPC lines over stdio): initialize, tools/list, tools/call.
+PROBE = r"""
+import json, os, socket, sys
+
+def answer(id_, result):
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": id_, "result": result}) + "\n")
+    sys.stdout.flush()
+
+def probe(args):
+    report = {"cwd": os.getcwd(), "env": sorted(os.environ), "state_dir": os.path.exists(args["state_dir"])}
+    report["change"] = open("/work/notes.txt").read() if os.path.exists("/work/notes.txt") else None
+    try:
+        open("/work/written.txt", "w").close()
+        report["work_writable"] = True
+    except OSError:
+        report["work_writable"] = False
+    try:
+        socket.create_connection(("127.0.0.1", args["port"]), 2).close()
+        report["network"] = True
+    except OSError:
+        report["network"] = False
+    return report
+
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id_ = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        answer(id_, {"protocolVersion": msg["params"]["protocolVersion"],
+                     "capabilities": {"tools": {}}, "serverInfo": {"name": "probe", "version": "1"}})
+    elif method == "tools/list":
+        answer(id_, {"tools": [{"name": "probe", "description": "What the server can reach.",
+                                "inputSchema": {"type": "object", "properties": {
+                                    "port": {"type": "integer"}, "state_dir": {"type": "string"}}}}]})
+    elif method == "tools/call":
+        text = json.dumps(probe(msg["params"]["arguments"]))
+        answer(id_, {"content": [{"type": "text", "text": text}], "isError": False})
+    elif id_ is not None:
+        answer(id_, {})
+"""
+
+
+def test_a_jailed_server_sees_the_working_copy_read_only_and_nothing_else(rig: Rig) -> None:
+    rig.forge.world.push(rig.platform, REPO, "main", {"tools/probe.py": PROBE}, "probe")
+    server = {
+        "command": ["python3", "/work/tools/probe.py"],
+        "env": {"ONLY": "this"},
+        "jail": True,
+        "working_copy": True,
+    }
+    rig.extra_config = "jail: {enabled: true, timeout_seconds: 60}\n" + mcp_config(
+        {"probe": server}
+    )
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    thread = rig.issue(title="Probe", body="Probe the server.")
+    rig.model.policy = calls(
+        ("write_file", {"path": "notes.txt", "content": "the task's change"}),
+        ("mcp__probe__probe", {"port": port, "state_dir": str(rig.state_dir)}),
+    )
+    try:
+        rig.run_once()
+    finally:
+        listener.close()
+
+    [said] = tool_results(rig.conversation(thread), "mcp__probe__probe")
+    report = json.loads(said)  # a jailed server is trusted by default: not quoted
+    assert report["cwd"] == "/work"
+    assert report["change"] == "the task's change"  # the run's working copy, changes applied
+    assert report["work_writable"] is False
+    assert report["network"] is False
+    assert report["state_dir"] is False
+    # Its own variable and the jail's fixed base; PWD from bubblewrap's --chdir, LC_CTYPE from
+    # Python's locale coercion: nothing of the daemon's.
+    made_inside = {"PWD", "LC_CTYPE"}
+    assert set(report["env"]) - made_inside == {"ONLY", "PATH", "HOME", "LANG", "TERM", "CI"}
+    assert rig.state(thread).status is Status.DONE
