@@ -144,7 +144,11 @@ class McpRun:
         work = self._work
         if not server.working_copy or work is None:
             return None
-        return lambda: work.copy(working_copy=True) and None
+
+        def prepare() -> None:
+            work.copy(working_copy=True)  # the run's copy, synced to the changeset
+
+        return prepare
 
     def close(self) -> None:
         for handle, _tools in self._started or []:

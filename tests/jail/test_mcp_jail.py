@@ -22,8 +22,10 @@ def answer(id_, result):
     sys.stdout.flush()
 
 def probe(args):
-    report = {"cwd": os.getcwd(), "env": sorted(os.environ), "state_dir": os.path.exists(args["state_dir"])}
-    report["change"] = open("/work/notes.txt").read() if os.path.exists("/work/notes.txt") else None
+    report = {"cwd": os.getcwd(), "env": sorted(os.environ)}
+    report["state_dir"] = os.path.exists(args["state_dir"])
+    notes = "/work/notes.txt"
+    report["change"] = open(notes).read() if os.path.exists(notes) else None
     try:
         open("/work/written.txt", "w").close()
         report["work_writable"] = True
@@ -41,11 +43,13 @@ for line in sys.stdin:
     method, id_ = msg.get("method"), msg.get("id")
     if method == "initialize":
         answer(id_, {"protocolVersion": msg["params"]["protocolVersion"],
-                     "capabilities": {"tools": {}}, "serverInfo": {"name": "probe", "version": "1"}})
+                     "capabilities": {"tools": {}},
+                     "serverInfo": {"name": "probe", "version": "1"}})
     elif method == "tools/list":
+        schema = {"type": "object", "properties": {
+            "port": {"type": "integer"}, "state_dir": {"type": "string"}}}
         answer(id_, {"tools": [{"name": "probe", "description": "What the server can reach.",
-                                "inputSchema": {"type": "object", "properties": {
-                                    "port": {"type": "integer"}, "state_dir": {"type": "string"}}}}]})
+                                "inputSchema": schema}]})
     elif method == "tools/call":
         text = json.dumps(probe(msg["params"]["arguments"]))
         answer(id_, {"content": [{"type": "text", "text": text}], "isError": False})
