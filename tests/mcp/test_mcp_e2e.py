@@ -153,3 +153,25 @@ def test_a_schema_too_large_for_the_budget_is_left_out_and_reported(
     opening = next(e for e in rig.conversation(thread) if e.get("kind") == "initial")
     assert "## Tools left out" in opening["content"] and "mcp__s__big" in opening["content"]
     assert rig.state(thread).status is Status.DONE
+
+
+def test_sigterm_cancels_a_hanging_call_and_keeps_the_task_running(
+    rig: Rig, tmp_path: Path
+) -> None:
+    count = tmp_path / "count"
+    rig.extra_config = mcp_config({"s": scripted_command(count)}, timeout=600)
+    thread = rig.issue(title="Hang", body="Call the slow tool.")
+    rig.model.policy = calls(("mcp__s__hang", {}))
+    worker = threading.Thread(target=rig.run_once)
+    worker.start()
+    for _ in range(600):
+        if count_lines(count, "hang"):
+            break
+        worker.join(0.1)
+    rig.stop.set()  # what SIGTERM sets (bot/cli.py)
+    worker.join(120)  # without the watch: 600 s (mcp.timeout_seconds)
+    assert not worker.is_alive()
+    assert count_lines(count, "cancelled") == 1
+    state = rig.state(thread)
+    assert state.status is Status.RUNNING  # interrupted, resumed by the next daemon
+    assert list(state.tool_started.values()) == ["mcp__s__hang"]
