@@ -150,3 +150,27 @@ def pg_cluster() -> Iterator[Any]:
 def pg_dsn(pg_cluster: Any) -> str:
     """A fresh, empty database of the session's cluster (not migrated)."""
     return str(pg_cluster.create_database())
+
+
+# Stand-in servers for the network tests (tests/jail/standins.py): one "outside" (the
+# machine's own non-loopback address, or a network namespace made for it), one on 127.0.0.1.
+
+
+@pytest.fixture(scope="module")
+def outside() -> Iterator[Any]:
+    from tests.jail import standins
+
+    with standins.outside() as where:
+        if where is None:
+            pytest.skip("no non-loopback address here, and no network namespace can be made")
+        address, prefix = where
+        with standins.serve(address, prefix) as server:
+            yield server
+
+
+@pytest.fixture
+def loopback() -> Iterator[Any]:
+    from tests.jail import standins
+
+    with standins.serve("127.0.0.1") as server:
+        yield server

@@ -26,6 +26,7 @@ from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO, ForgeFactory
 from tests.jail.test_jail import MIB, small_limits, snapshot, text
 from tests.rig import Rig
+from tests.test_agent_e2e import call, scripted
 
 __all__ = ["snapshot"]  # the fixture
 
@@ -43,17 +44,6 @@ jail:
   repositories:
     acme/app: {checks: ["sh ci/check.sh"]}
 """
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [(name, arguments)]}
-
-
-def scripted(*steps: dict[str, Any]) -> Any:
-    def policy(request: dict[str, Any]) -> dict[str, Any]:
-        return steps[min(count_tool_results(request), len(steps) - 1)]
-
-    return policy
 
 
 def lines_with(text: str, needle: str) -> list[str]:

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,22 +34,6 @@ from tests.jail.test_commands import COUNTER
 from tests.jail.test_jail import small_limits, text
 
 pytestmark = pytest.mark.skipif(slirp_path() is None, reason="slirp4netns is not installed")
-
-
-@pytest.fixture(scope="module")
-def outside() -> Iterator[StandIn]:
-    with standins.outside() as where:
-        if where is None:
-            pytest.skip("no non-loopback address here, and no network namespace can be made")
-        address, prefix = where
-        with standins.serve(address, prefix) as server:
-            yield server
-
-
-@pytest.fixture
-def loopback() -> Iterator[StandIn]:
-    with standins.serve("127.0.0.1") as server:
-        yield server
 
 
 @pytest.fixture

@@ -8,32 +8,20 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from bot.task.confidential import WITHHELD
-from bot_sandbox.llm_server import count_tool_results
 from bot_sandbox.world import SRepo, SThread
 from tests.conftest import REPO
 from tests.rig import Rig
+from tests.test_agent_e2e import call, scripted
 
 SECRET = "Customer ACME pays 40k a year and says they will leave in March"
 # Pieces of the note a leak would carry; none of them is ordinary text of these tests.
 PIECES = ("acme pays 40k", "they will leave in march")
 DONE, FAILED = "coding agent done", "coding agent failed"
 ZWSP = "\u200b"
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [(name, arguments)]}
-
-
-def scripted(*steps: dict[str, Any]) -> Any:
-    def policy(request: dict[str, Any]) -> dict[str, Any]:
-        return steps[min(count_tool_results(request), len(steps) - 1)]
-
-    return policy
 
 
 def readable(text: str) -> str:
