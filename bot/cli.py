@@ -7,6 +7,7 @@ Exit codes: 0 success; 1 the daemon could not work (authentication, forge unreac
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -21,10 +22,12 @@ from bot.context.tokens import TokenCounter, encoding_for
 from bot.core import log as logging_setup
 from bot.core.clock import SYSTEM_CLOCK
 from bot.core.config import ConfigError, Runtime, Settings, load_settings, summary
+from bot.core.pricing import shown
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import build_sources
 from bot.jail.factory import build_jail, jail_problem
 from bot.model.thread import TaskKey
+from bot.service import show
 from bot.service.health import check
 from bot.service.notify import Notifier
 from bot.service.prune import parse_duration, prune
@@ -32,6 +35,7 @@ from bot.store.errors import DatabaseError, StateError
 from bot.store.factory import build_store
 from bot.task.mcp_run import probe_servers
 from bot.task.preview import preview
+from bot.task.timeline import TimelineError
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
@@ -54,6 +58,15 @@ def _parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="list tasks in the state dir")
     status.add_argument("-c", "--config", type=Path, required=True)
+
+    show_ = commands.add_parser("show", help="a task run's timeline: tokens, durations, cost")
+    show_.add_argument("task", help="e.g. github:owner/repo#12 or gitlab:group/proj!7")
+    show_.add_argument("-c", "--config", type=Path, required=True)
+    show_.add_argument("--run", type=int, default=None, metavar="N", help="an earlier run")
+    show_.add_argument("--json", action="store_true", help="the timeline as JSON")
+    show_.add_argument(
+        "--follow", action="store_true", help="while the task runs, print what it adds"
+    )
 
     prune_ = commands.add_parser("prune", help="remove finished tasks older than a duration")
     prune_.add_argument("-c", "--config", type=Path, required=True)
@@ -101,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _healthcheck(load_settings(args.config))
         if args.command == "status":
             return _status(load_settings(args.config))
+        if args.command == "show":
+            settings = load_settings(args.config)
+            return _show(settings, args.task, args.run, args.json, args.follow)
         if args.command == "db":
             return _db(
                 load_settings(args.config), args.db_command, getattr(args, "state_dir", None)
@@ -196,10 +212,17 @@ def _status(settings: Settings) -> int:
         print(f"no {'readable ' if unreadable else ''}tasks in {store.where}")
         return EXIT_OK
     width = max(len(s.key) for s in states)
-    header = f"{'task':<{width}}  {'status':<8} {'run':>3} {'step':>4} {'tokens':>8}  last activity"
-    print(header + ("          worked by" if store.shared else ""))
+    price = settings.llm.price
+    # The cost is the task's, all runs together (tokens stay the run's, as before).
+    cost = f" {'cost ' + price.currency:>16}" if price else ""
+    header = f"{'task':<{width}}  {'status':<8} {'run':>3} {'step':>4} {'tokens':>8}{cost}"
+    print(header + "  last activity" + ("          worked by" if store.shared else ""))
     for s in sorted(states, key=lambda s: s.updated_at, reverse=True):
         counts = f"{s.run:>3} {s.step:>4} {s.usage.total:>8}"
+        if price:
+            task = s.earlier_usage.plus(s.usage)
+            spent = price.cost(task.prompt_tokens, task.completion_tokens)
+            counts += f" {shown(spent, '').strip():>16}"
         holder = holders.get(s.key)
         by = (
             f"  {holder.daemon} (lease to {holder.expires.astimezone(UTC):%H:%M:%SZ})"
@@ -207,6 +230,42 @@ def _status(settings: Settings) -> int:
             else ""
         )
         print(f"{s.key:<{width}}  {s.status.value:<8} {counts}  {s.updated_at}{by}")
+    return EXIT_OK
+
+
+def _show(settings: Settings, ref: str, run: int | None, as_json: bool, follow: bool) -> int:
+    try:
+        key = TaskKey.parse(ref)
+    except ValueError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    # Colour only on a terminal, and not there either when NO_COLOR is set (no-color.org).
+    tty = sys.stdout.isatty()
+    colour = tty and not os.environ.get("NO_COLOR")
+    store = None
+    try:
+        store = build_store(settings)
+        show.command(
+            store,
+            key,
+            run,
+            settings.llm.price,
+            sys.stdout,
+            show.Options(as_json=as_json, follow=follow, tty=tty, colour=colour),
+            wait=threading.Event().wait,
+        )
+    except KeyboardInterrupt:  # the end of a `--follow`
+        if tty:
+            print()  # below the progress line
+    except TimelineError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except StateError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    finally:
+        if store is not None:
+            store.close()
     return EXIT_OK
 
 

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from bot.app import build_daemon
 from bot.core import log as logging_setup
 from bot.core.config import JailSettings, parse_settings
+from bot.core.pricing import Price
 from bot.jail.factory import jail_problem
+from bot.model.thread import Kind, Platform, TaskKey
+from bot.service.show import Painter, render
+from bot.store.base import Store
+from bot.task.timeline import TimelineError, build_timeline
 from bot_sandbox.forge_server import ForgeServer
 from bot_sandbox.llm_server import LLMServer, demo_policy
 from bot_sandbox.world import SThread
@@ -53,7 +60,14 @@ def seed(server: ForgeServer) -> list[SThread]:
     ]
 
 
-def sandbox_config(forge_url: str, llm_url: str, model: str, state_dir: Path) -> str:
+# An example price for the scripted model, so that the demo shows costs (`llm.price`).
+DEMO_PRICE = "{input_per_million: 0.15, output_per_million: 0.60, currency: USD}"
+
+
+def sandbox_config(
+    forge_url: str, llm_url: str, model: str, state_dir: Path, price: bool = True
+) -> str:
+    priced = f", price: {DEMO_PRICE}" if price else ""
     return f"""
 state_dir: {state_dir}
 poll_interval_seconds: 5
@@ -63,7 +77,7 @@ github:
   repositories: [demo/app]
   seconds_between_writes: 0
 gitlab: {{url: "{forge_url}", token: {DEMO_TOKEN}, projects: [demo/app]}}
-llm: {{base_url: "{llm_url}", model: "{model}", context_window: 8192}}
+llm: {{base_url: "{llm_url}", model: "{model}", context_window: 8192{priced}}}
 jail: {{enabled: {str(jail_works()).lower()}}}
 """
 
@@ -104,8 +118,34 @@ class ThreadPrinter:
             self.show_new()
         self.show_new()
 
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """The threads printed as they change while the block runs, and once more after."""
+        done = threading.Event()
+        watcher = threading.Thread(target=self.follow, args=(done,), daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join()
+
 
 MARKER = re.compile(r"<!-- bot:[^>]*-->")
+
+
+def show_timelines(
+    store: Store, threads: list[SThread], directory: Path, price: Price | None
+) -> None:
+    """What `bot show` prints for each demo task, and how to ask for it again."""
+    paint = Painter(sys.stdout.isatty())
+    for platform, thread in zip(("github", "gitlab"), threads, strict=True):
+        key = TaskKey(Platform(platform), "demo/app", Kind.ISSUE, thread.number)
+        print(f"\nsandbox: bot show -c {directory / 'sandbox.yaml'} '{key}'\n", flush=True)
+        try:
+            print(render(build_timeline(store, key, price=price), paint), flush=True)
+        except TimelineError as exc:
+            print(f"sandbox: {exc}", flush=True)
 
 
 def run_demo(
@@ -119,21 +159,23 @@ def run_demo(
     with ForgeServer() as forge, LLMServer(demo_policy()) as model:
         threads = seed(forge)
         url, name = (llm_url, llm_model) if llm_url else (model.url, model.model)
-        settings = parse_settings(sandbox_config(forge.url, url, name, directory), {})
+        text = sandbox_config(forge.url, url, name, directory, price=llm_url is None)
+        settings = parse_settings(text, {})
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "sandbox.yaml").write_text(text, encoding="utf-8")  # for `bot show -c`
         print(f"sandbox: forge {forge.url} (GitHub at /, GitLab at /api/v4), model {url}")
         print(f"sandbox: state in {directory}; demo issues labelled 'coding agent'\n", flush=True)
         for platform, thread in zip(("github", "gitlab"), threads, strict=True):
             opened = f"@{thread.author.login} opened: {thread.title}\n    {thread.body}"
             print(f"[{platform} #{thread.number}] {opened}")
         printer = ThreadPrinter(forge, list(zip(("github", "gitlab"), threads, strict=True)))
-        finished = threading.Event()
-        watcher = threading.Thread(target=printer.follow, args=(finished,), daemon=True)
-        watcher.start()
         stop = threading.Event()
         daemon = build_daemon(settings, stop)
         daemon.initialize()
         try:
-            daemon.run_once()
+            with printer.watching():
+                daemon.run_once()
+            show_timelines(daemon.store, threads, directory, settings.llm.price)
             if not until_done:
                 print(
                     "\nsandbox: the demo tasks ended; the daemon keeps polling (Ctrl-C to quit)",
@@ -141,11 +183,10 @@ def run_demo(
                 )
                 signal.signal(signal.SIGINT, lambda *_: stop.set())
                 signal.signal(signal.SIGTERM, lambda *_: stop.set())
-                daemon.run_forever()
+                with printer.watching():
+                    daemon.run_forever()
         finally:
             daemon.close()
-            finished.set()
-            watcher.join()
         ok = all("coding agent done" in t.labels for t in threads)
         print(f"\nsandbox: {'all demo tasks done' if ok else 'a demo task did not finish'}")
         return 0 if ok else 1

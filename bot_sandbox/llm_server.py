@@ -36,6 +36,10 @@ class Scripted:
     delay: float = 0.0
     raw_arguments: bool = False  # send arguments exactly as given (to script malformed JSON)
     body: dict[str, Any] | None = None  # the error body for a non-200 `status`
+    # `usage` is optional in a chat completion (the `openai` SDK's
+    # `types/chat/chat_completion.py`: `usage: Optional[CompletionUsage] = None`); some
+    # endpoints leave it out. False: the answer carries none.
+    usage: bool = True
 
 
 def count_tool_results(request: dict[str, Any]) -> int:
@@ -155,6 +159,7 @@ class LLMServer:
             reply.get("content"),
             list(reply.get("tool_calls", [])),
             delay=float(reply.get("delay", 0)),
+            usage=bool(reply.get("usage", True)),
         )
 
     def prompt_tokens(self, request: dict[str, Any]) -> int:
@@ -203,7 +208,7 @@ def completion(model: str, answer: Scripted, request: dict[str, Any]) -> dict[st
         message["tool_calls"] = calls
     prompt_chars = sum(len(str(m.get("content") or "")) for m in request.get("messages", []))
     completion_chars = len(answer.content or "") + sum(len(str(a)) for _, a in answer.tool_calls)
-    return {
+    answered: dict[str, Any] = {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -217,6 +222,9 @@ def completion(model: str, answer: Scripted, request: dict[str, Any]) -> dict[st
             "total_tokens": (prompt_chars + completion_chars) // 4 + 2,
         },
     }
+    if not answer.usage:
+        del answered["usage"]
+    return answered
 
 
 class _QuietServer(ThreadingHTTPServer):

@@ -100,6 +100,22 @@ class Rig:
             {},
         )
 
+    def config_file(self, path: Path) -> Path:
+        """The rig's configuration as a file, for the `bot` commands that read one."""
+        path.write_text(
+            config_text(
+                self.forge,
+                self.model,
+                self.state_dir,
+                self.extra_config,
+                self.llm_options,
+                self.forge_timeout,
+                self.repos,
+            ),
+            encoding="utf-8",
+        )
+        return path
+
     def daemon(self) -> Daemon:
         settings = self.settings
         daemon = build_daemon(

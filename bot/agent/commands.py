@@ -123,7 +123,7 @@ def run_command_tool(session: CommandSession, counter: TokenCounter, budget: int
         result, fold = session.run(args.command)
         folded = fold_into(session.workspace, fold)
         text = describe(result, folded, trusted=session.head_trusted)
-        return ToolResult(truncate(text, budget, counter), ok=result.ok)
+        return ToolResult(truncate(text, budget, counter), ok=result.ok, outcome=result.outcome)
 
     return Tool(
         "run_command",

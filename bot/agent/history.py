@@ -21,7 +21,7 @@ from bot.context.tokens import TokenCounter
 from bot.context.window import turns
 from bot.core.log import get_logger
 from bot.core.prompts import load_prompt
-from bot.llm.base import LLMClient, Message
+from bot.llm.base import LLMClient, LLMReply, Message
 
 log = get_logger(__name__)
 ROLES = ("system", "user", "assistant", "tool")
@@ -122,11 +122,15 @@ def compact(
         "verbatim": verbatim,
         "verbatim_dropped": dropped,
         "covers_until": covers_until,
-        "usage": {
-            "prompt_tokens": reply.prompt_tokens,
-            "completion_tokens": reply.completion_tokens,
-        },
+        **usage_fields(reply),
     }
+
+
+def usage_fields(reply: LLMReply) -> dict[str, Any]:
+    """What a conversation entry records of a model call's usage: its tokens, or that the
+    endpoint reported none (the timeline then shows no numbers, rather than a free call)."""
+    usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
+    return {"usage": usage} if reply.usage_reported else {"usage": usage, "usage_reported": False}
 
 
 def carries_untrusted(message: Message) -> bool:

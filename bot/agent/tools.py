@@ -48,6 +48,9 @@ class ToolResult:
     finish: str | None = None
     # The call was cancelled before it answered (pause, stop, SIGTERM): no result to record.
     interrupted: bool = False
+    # What a command did, in our own words ("passed", "failed (exit status 1)"): recorded
+    # beside the result for the timeline and the report, which never show its output.
+    outcome: str | None = None
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from bot.core.mcp_settings import McpSettings
+from bot.core.pricing import Price
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _REPO_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$")
@@ -151,6 +152,9 @@ class LLMSettings(_Frozen):
     tool_calling: Literal["native", "prompt"] = "native"
     # Room left in the window for the answer; the prompt gets context_window minus this.
     reserve_output_tokens: int = Field(default=1024, ge=64)
+    # What tokens cost (optional): cost per model call, run and task in `bot show`, `bot
+    # status`, the final comment's report and the metrics. Absent: tokens only.
+    price: Price | None = None
 
     @model_validator(mode="after")
     def _room_for_prompt(self) -> LLMSettings:
@@ -181,6 +185,9 @@ class AgentSettings(_Frozen):
     # run with the repository's secrets. Per repository, `allow_protected_paths` lifts them.
     protected_paths: tuple[str, ...] = PROTECTED_PATHS
     allow_protected_paths: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # The final comment ends with a collapsed "What I did" section (steps, tools, files,
+    # commands and checks, comments heard, duration, tokens, cost).
+    report: bool = True
 
     @field_validator("protected_paths")
     @classmethod

@@ -37,6 +37,11 @@ class Metrics:
         self.llm_tokens = Counter(
             "bot_llm_tokens", "LLM tokens used, by kind", ["kind"], registry=r
         )
+        # Counted where a model call is recorded (bot/task/turn.py), at `llm.price`; without a
+        # price it never moves.
+        self.llm_cost = Counter(
+            "bot_llm_cost", "What the model's tokens cost, by currency", ["currency"], registry=r
+        )
         self.comment_delivery = Histogram(
             "bot_comment_delivery_seconds",
             "From a human comment being written to it being in the model's context",

@@ -39,6 +39,9 @@ class LLMReply:
     tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # False when the endpoint sent no `usage` (it is optional in the API): the counts above
+    # are then 0 for want of numbers, not because the call was free.
+    usage_reported: bool = True
 
     def message(self) -> Message:
         message: Message = {"role": "assistant", "content": self.content}

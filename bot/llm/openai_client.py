@@ -148,7 +148,7 @@ class OpenAIClient:
             parsed = parse_fenced_call(content)
             if parsed is not None:
                 calls = (parsed,)
-        return LLMReply(content, calls, prompt, completion)
+        return LLMReply(content, calls, prompt, completion, usage_reported=usage is not None)
 
 
 def prompt_mode_messages(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Message]:

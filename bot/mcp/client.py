@@ -26,10 +26,14 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 import mcp_types
+import pydantic
+from jsonschema import Draft202012Validator, SchemaError
+from jsonschema.validators import validator_for
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from bot.core.log import get_logger
 from bot.mcp.base import (
     CallResult,
     Endpoint,
@@ -44,6 +48,7 @@ from bot.mcp.base import (
 )
 from bot.mcp.spawn import clean_argv
 
+log = get_logger(__name__)
 WAIT_SLICE = 0.05  # seconds between two looks at the watch while a call runs
 CLOSE_SECONDS = 10.0  # the SDK's stdio shutdown is bounded at about 6 s
 MAX_TOOL_PAGES = 20
@@ -132,7 +137,7 @@ class McpClient:
                 session = await stack.enter_async_context(ClientSession(read, write))
                 with anyio.fail_after(self.timeout):
                     await session.initialize()
-                    tools = await _list_tools(session)
+                    tools = await _list_tools(self.name, session)
                 self._session = session
                 ready.set_result(tools)
                 await self._closing.wait()
@@ -180,18 +185,26 @@ async def _transport(endpoint: Endpoint) -> AsyncIterator[Any]:
         # A server's stderr is its own business (it may print what it was given): not ours.
         errlog = files.enter_context(open(os.devnull, "w"))
         cwd = endpoint.cwd or Path(files.enter_context(TemporaryDirectory(prefix="bot-mcp-")))
-        params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=cwd)
+        params = StdioServerParameters(
+            command=argv[0], args=argv[1:], env=dict(endpoint.env), cwd=cwd
+        )
         async with stdio_client(params, errlog=errlog) as streams:
             yield streams
 
 
-async def _list_tools(session: ClientSession) -> list[RemoteTool]:
+async def _list_tools(name: str, session: ClientSession) -> list[RemoteTool]:
     tools: list[RemoteTool] = []
     cursor: str | None = None
     for _ in range(MAX_TOOL_PAGES):
         params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
         page = await session.list_tools(params=params)
         for tool in page.tools:
+            problem = schema_problem(tool.input_schema)
+            if problem is not None:
+                # An endpoint refuses a whole request over one bad function schema: the tool
+                # is not offered, the others are.
+                log.warning("mcp_tool_refused", server=name, tool=tool.name, reason=problem)
+                continue
             hints = tool.annotations
             tools.append(
                 RemoteTool(
@@ -205,6 +218,18 @@ async def _list_tools(session: ClientSession) -> list[RemoteTool]:
         if not cursor:
             break
     return tools
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why a tool's input schema cannot be offered (None: it can): an object schema, valid
+    in its JSON Schema dialect (2020-12 unless it names another; no reference is fetched)."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return "its input schema is not an object schema"
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        return f"its input schema is not valid JSON Schema: {exc.message[:200]}"
+    return None
 
 
 def _result(result: Any) -> CallResult:
@@ -243,6 +268,8 @@ def _reason(exc: BaseException) -> str:
         if exc.code == mcp_types.CONNECTION_CLOSED:
             return "the server exited before it answered the handshake"
         return f"the handshake failed: error {exc.code}"
+    if isinstance(exc, pydantic.ValidationError):
+        return "its answer is not valid MCP (the SDK refused its handshake or tool list)"
     if isinstance(exc, OSError):
         return f"cannot start: {exc.strerror or type(exc).__name__}"
     return f"cannot start: {type(exc).__name__}"

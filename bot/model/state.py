@@ -58,6 +58,13 @@ class Usage(BaseModel):
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def plus(self, other: Usage) -> Usage:
+        return Usage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
 
 class TaskState(BaseModel):
     key: str
@@ -77,7 +84,10 @@ class TaskState(BaseModel):
     # Calls with effects outside our records (MCP tools not marked read-only) that started
     # and have no journaled result yet: call id -> tool name (bot/task/journal.py).
     tool_started: dict[str, str] = Field(default_factory=dict)
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=Usage)  # this run's
+    # The task's earlier runs together (carried over when a new run starts), so that a task's
+    # cost is known without reading its archived runs (zero in states saved before it existed).
+    earlier_usage: Usage = Field(default_factory=Usage)
     malformed_streak: int = 0
     llm_failures: int = 0  # consecutive model calls that failed after the client's retries
     # Consecutive runs that ended on a forge error, and when the next may start (backoff).

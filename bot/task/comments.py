@@ -149,7 +149,7 @@ class CommentDetectionManager:
             "role": "user",
             "content": self.format_comment_message(shown) if shown else None,
             "kind": "comments" if shown else "skipped",
-            "comments": [_ref(c.comment) for c in comments],
+            "comments": [comment_ref(c.comment) for c in comments],
             **entry,
         }
         internal = self.internal_texts(shown)
@@ -180,8 +180,17 @@ def _remember(versions: dict[str, str], comment_id: str, version: str) -> None:
     versions[comment_id] = max(version, versions.get(comment_id, ""))
 
 
-def _ref(comment: Comment) -> dict[str, str]:
-    return {"id": comment.id, "updated_at": format_time(comment.updated_at)}
+def comment_ref(comment: Comment) -> dict[str, Any]:
+    """How the conversation names a comment version: id and version (the delivery record),
+    and who wrote it and whether it is an internal note (for the timeline and the report)."""
+    ref: dict[str, Any] = {
+        "id": comment.id,
+        "updated_at": format_time(comment.updated_at),
+        "author": comment.author,
+    }
+    if comment.internal:
+        ref["internal"] = True
+    return ref
 
 
 def _tag(item: NewComment) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bot.core.config import AgentSettings
 from bot.forge.base import Forge
 from bot.model.state import Status
@@ -23,12 +25,15 @@ def finish(
     *,
     outside: bool,
     report: str = "",
+    what_i_did: Callable[[], str] | None = None,
 ) -> Outcome:
     """Branch, commit and draft request first (each looked up before it is made), then the
     final comment carrying the answer, the checks' `report` and where the work went; status
     done, labels last. `outside`: the request's head may carry commits by people without write
     access. The report holds what the checks printed: it is not kept as the run's answer, which
-    the next run is shown as its previous summary."""
+    the next run is shown as its previous summary. `what_i_did` gives the collapsed account
+    of the run that ends the comment (bot/task/report.py), read once the publication is on
+    record; like everything the comment says, it passes `Poster.withhold` when posted."""
     answer = lifecycle.poster.withhold(answer)  # it goes into the request and commit too
     lifecycle.state.final_answer = answer
     answer += lifecycle.poster.withhold(report)
@@ -49,7 +54,10 @@ def finish(
         )
     except PublishError as exc:  # a conflict with someone's push: stop, name it
         return lifecycle.fail(str(exc))
-    lifecycle.end(Status.DONE, answer + where(published))
+    if published is not None:
+        lifecycle.events.published(published)
+    details = what_i_did() if what_i_did is not None else ""
+    lifecycle.end(Status.DONE, answer + where(published) + details)
     return Outcome.DONE
 
 

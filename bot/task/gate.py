@@ -76,14 +76,25 @@ class Gate:
 
     # -- while it runs ----------------------------------------------------------------------
 
-    def of(self, state: Callable[[], TaskState]) -> GateLabels:
+    def of(
+        self,
+        state: Callable[[], TaskState],
+        ignored: Callable[[ControlEvent], None] | None = None,
+    ) -> GateLabels:
         """This gate as a running task's safe point asks it (the task's state read each time)."""
-        return GateLabels(self, state)
+        return GateLabels(self, state, ignored)
 
-    def filter(self, labels: frozenset[str], status: Status, applied: str | None) -> frozenset[str]:
+    def filter(
+        self,
+        labels: frozenset[str],
+        status: Status,
+        applied: str | None,
+        ignored: Callable[[ControlEvent], None] | None = None,
+    ) -> frozenset[str]:
         """The thread's labels as trusted people left them: a control label an untrusted
         person added is taken out (and off the thread); the paused label an untrusted person
-        removed from a paused task is put back.
+        removed from a paused task is put back. `ignored` hears of each control ignored, once
+        (when the bot says so: a repeat after a crash finds it said and tells no one).
 
         Checked only when a control label is there that the bot did not put there itself (the
         paused label of a paused task is the bot's), or a paused task lost its label, so an
@@ -106,12 +117,12 @@ class Gate:
             if event is None or self._trusted(event.actor):
                 continue  # no record (an old label): the label is obeyed as before
             kept.discard(name)
-            self._ignore(event)
+            self._ignore(event, ignored)
         removal = _latest(events, "unlabeled", self.labels.paused) if resumed else None
         if removal is not None and not self._trusted(removal.actor):
             kept.add(self.labels.paused)  # still paused: the label goes back on
             self.forge.add_labels(self.key, [self.labels.paused])
-            self._ignore(removal)
+            self._ignore(removal, ignored)
         return frozenset(kept)
 
     def labelled_at(self, name: str) -> datetime | None:
@@ -128,7 +139,9 @@ class Gate:
             return False
         return self.forge.permission(self.key.repo, login).can_write
 
-    def _ignore(self, event: ControlEvent) -> None:
+    def _ignore(
+        self, event: ControlEvent, ignored: Callable[[ControlEvent], None] | None = None
+    ) -> None:
         what = {
             "assigned": f"assigned me to this {self._noun()}",
             "unlabeled": f"removed the label `{event.name}`",
@@ -138,7 +151,7 @@ class Gate:
         )
         if event.kind == "labeled":
             self.forge.remove_labels(self.key, [event.name])
-        say_once(
+        said = say_once(
             self.forge,
             self.key,
             self.bot_login,
@@ -147,6 +160,8 @@ class Gate:
             "control me, so I ignored it. Someone with write access can add the label, assign "
             "me, or comment `/bot`.",
         )
+        if said and ignored is not None:
+            ignored(event)
 
     def _noun(self) -> str:
         return "pull request" if self.key.is_change_request else "issue"
@@ -160,25 +175,29 @@ def _latest(events: Iterable[ControlEvent], kind: str, name: str) -> ControlEven
     return found
 
 
-def say_once(forge: Forge, key: TaskKey, bot_login: str, tag: str, body: str) -> None:
-    """Post `body` unless the bot already posted a comment carrying this marker."""
+def say_once(forge: Forge, key: TaskKey, bot_login: str, tag: str, body: str) -> bool:
+    """Post `body` unless the bot already posted a comment carrying this marker; whether it
+    posted it now."""
     marker = f"<!-- bot:{key}:{tag} -->"
     for comment in forge.list_comments(key):
         if comment.author == bot_login and marker in comment.body:
-            return
+            return False
     forge.post_comment(key, f"{body}\n\n{marker}")
+    return True
 
 
 @dataclass(frozen=True)
 class GateLabels:
-    """`LabelTrust` for a safe point: the gate, with the task's status and applied labels."""
+    """`LabelTrust` for a safe point: the gate, with the task's status and applied labels;
+    `ignored` hears of each control it ignores (the run's timeline)."""
 
     gate: Gate
     state: Callable[[], TaskState]
+    ignored: Callable[[ControlEvent], None] | None = None
 
     def trusted(self, labels: frozenset[str]) -> frozenset[str]:
         current = self.state()
-        return self.gate.filter(labels, current.status, current.labels_applied)
+        return self.gate.filter(labels, current.status, current.labels_applied, self.ignored)
 
     def labelled_at(self, name: str) -> datetime | None:
         return self.gate.labelled_at(name)

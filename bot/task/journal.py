@@ -37,7 +37,7 @@ def run_call(
         return ToolResult(journaled)
     if call.id in state.tool_started:
         log.warning("tool_call_cut_off", tool=call.name, call_id=call.id)
-        return ToolResult(cut_off(call.name), ok=False)
+        return ToolResult(cut_off(call.name), ok=False, outcome="cut off, not made again")
     tool = toolbox.tools.get(call.name)
     if tool is None or not tool.once:
         return toolbox.execute(call)

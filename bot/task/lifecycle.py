@@ -18,6 +18,7 @@ from bot.task.comments import CommentDetectionManager
 from bot.task.labels import sync_labels
 from bot.task.outcome import Outcome
 from bot.task.posting import Poster
+from bot.task.record import Events
 
 log = get_logger(__name__)
 
@@ -38,6 +39,7 @@ class Lifecycle:
         labels: LabelSettings,
         detector: CommentDetectionManager,
         poster: Poster,
+        events: Events | None = None,
     ) -> None:
         self.forge = forge
         self.store = store
@@ -45,6 +47,8 @@ class Lifecycle:
         self.label_settings = labels
         self.detector = detector
         self.poster = poster
+        # Every status change on record in the conversation, after the state that has it.
+        self.events = events or Events()
         self.state = TaskState(key=str(key))
         self.labels: frozenset[str] = frozenset()  # the thread's labels as last read
 
@@ -68,6 +72,7 @@ class Lifecycle:
         self.state.initialized = True
         self.state.status = Status.RUNNING
         self.save()
+        self.events.status(Status.RUNNING, "started")
         self.sync_labels()
 
     def pause(self) -> Outcome:
@@ -78,6 +83,7 @@ class Lifecycle:
             return Outcome.PAUSED
         self.state.status = Status.PAUSED
         self.save()
+        self.events.status(Status.PAUSED, self.state.reason)
         self.sync_labels()
         self.poster.post("paused", PAUSED_NOTE)
         log.info("task_paused", step=self.state.step)
@@ -86,6 +92,7 @@ class Lifecycle:
     def resume(self) -> None:
         self.state.status = Status.RUNNING
         self.save()
+        self.events.status(Status.RUNNING, "resumed")
         self.sync_labels()
         self.poster.post("resumed", RESUMED_NOTE)
         log.info("task_resumed", step=self.state.step)
@@ -113,6 +120,7 @@ class Lifecycle:
         self.state.reason = "deleted"
         self.state.labels_applied = Status.STOPPED  # there are no labels left to sync
         self.save()
+        self.events.status(Status.STOPPED, "deleted")
         return Outcome.STOPPED
 
     def end(self, status: Status, comment: str | None, reason: str | None = None) -> None:
@@ -125,6 +133,7 @@ class Lifecycle:
         if comment is not None:
             self.poster.intend(status.value, comment)
         self.save()
+        self.events.status(status, self.state.reason)
         if comment is not None:
             self.poster.deliver(look_up=False)
         self.sync_labels()

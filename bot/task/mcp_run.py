@@ -39,7 +39,6 @@ log = get_logger(__name__)
 # The MCP tools' schemas may take this share of a request's budget together (the built-in
 # tools, the system prompt and the opening context come first); the rest are left out.
 SCHEMA_SHARE = 0.25
-OUTER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # of the jail's own launcher
 Connect = Callable[[str, Endpoint, float], McpClient]
 
 
@@ -80,8 +79,8 @@ def endpoint(server: McpServerSettings, work: JailedWork | None) -> Endpoint:
     if work is None:
         raise McpUnavailable("jail: true needs jail.enabled: true")
     copy = work.copy(server.working_copy)
-    argv = work.jail.server_argv(server.command, copy, env, read_only=True)
-    return StdioEndpoint(tuple(argv), OUTER_ENV)
+    launch = work.jail.server_launch(server.command, copy, env, read_only=True)
+    return StdioEndpoint(launch.argv, launch.env)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from bot.model.state import PendingPost, TaskState, now_iso
 from bot.model.thread import TaskKey
 from bot.store.base import Store
 from bot.task.confidential import InternalNotes
+from bot.task.record import Events
 
 log = get_logger(__name__)
 # The look-up after a crash starts this long before the intent was recorded, for clock skew.
@@ -36,6 +37,7 @@ class Poster:
         state: TaskState,
         internal: InternalNotes | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        events: Events | None = None,
     ):
         self.forge = forge
         self.key = key
@@ -44,6 +46,7 @@ class Poster:
         self.state = state
         self.internal = internal or InternalNotes(forge, key)
         self.clock = clock  # when an intent was recorded: the look-up after a crash starts there
+        self.events = events or Events()  # each post on record, after the state that has it
 
     def show(self, body: str, call_id: str) -> None:
         """The progress comment (`update_plan`): edited in place once posted; editing is
@@ -106,12 +109,15 @@ class Poster:
             self.state.progress_seq = pending.seq
         self.state.pending_post = None
         self.store.save(self.state)
+        self.events.posted(pending.purpose, pending.seq, comment_id)
         return comment_id
 
     def _find(self, tag: str, created_at: str) -> str | None:
         since = parse_time(created_at) - LOOKBACK
         for comment in self.forge.list_comments(self.key, since=since):
             # Only the bot's own comments count: a person quoting the marker is not a post.
-            if comment.author == self.bot_login and tag in comment.body:
+            # And only where the bot puts it, at the end: a post may quote names from outside
+            # (the final comment's "What I did": a path in a fork can read like a marker).
+            if comment.author == self.bot_login and comment.body.rstrip().endswith(tag):
                 return comment.id
         return None

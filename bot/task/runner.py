@@ -36,9 +36,9 @@ from bot.agent.tools import Tool, Toolbox, finish_tool, post_comment_tool, read_
 from bot.context.budget import truncate
 from bot.context.engine import initial_context, opening_budget
 from bot.context.tokens import TokenCounter
-from bot.core.clock import SYSTEM_CLOCK, Clock, format_time
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.config import Settings
-from bot.core.log import get_logger
+from bot.core.log import Redactor, get_logger, redactor
 from bot.core.metrics import Metrics
 from bot.core.prompts import load_prompt
 from bot.forge.base import Forge
@@ -54,8 +54,8 @@ from bot.repo.pinning import pin
 from bot.repo.workspace import Workspace
 from bot.store.base import Store
 from bot.store.errors import LeaseLost
-from bot.task.comments import CommentDetectionManager
-from bot.task.confidential import InternalNotes
+from bot.task.comments import CommentDetectionManager, comment_ref
+from bot.task.confidential import InternalNotes, withhold
 from bot.task.controls import commands_since_finish, split_commands
 from bot.task.failures import settle
 from bot.task.fencing import fenced
@@ -66,7 +66,10 @@ from bot.task.lifecycle import Lifecycle
 from bot.task.mcp_run import McpLauncher, McpRun
 from bot.task.outcome import Outcome
 from bot.task.posting import Poster
+from bot.task.record import Events, Stamped
+from bot.task.report import what_i_did
 from bot.task.safepoint import SafePoint
+from bot.task.timeline import build_timeline
 from bot.task.turn import Turn
 
 __all__ = ["Deps", "Outcome", "TaskRunner"]
@@ -126,6 +129,8 @@ class TaskRunner:
                     base,
                     now=self.deps.clock.now(),
                 )
+                if not failed:  # a failed task has its reason on record (its status entry)
+                    run.events.error("forge", str(exc), life.state.retry_at)
                 return Outcome.FAILED if failed else Outcome.INTERRUPTED
             except OSError as exc:
                 # Disk full or read-only state dir: the previous state file is intact (atomic
@@ -150,7 +155,9 @@ class _Run:
         self.settings = deps.settings
         self.store = deps.store
         self.forge = deps.forge
-        self.conversation = deps.store.conversation(key)
+        # Every entry the run appends carries its time (bot/task/record.py).
+        self.conversation = Stamped(deps.store.conversation(key), deps.clock)
+        self.events = Events(self.conversation)
         llm = self.settings.llm
         cap = max(256, (llm.context_window - llm.reserve_output_tokens) // 4)
         trust = Trust.from_settings(self.settings.access)
@@ -168,10 +175,19 @@ class _Run:
         )
         state = TaskState(key=str(key), created_at=now_iso(clock=deps.clock))
         self.poster = Poster(
-            self.forge, key, deps.identity.login, self.store, state, internal, clock=deps.clock
+            self.forge,
+            key,
+            deps.identity.login,
+            self.store,
+            state,
+            internal,
+            clock=deps.clock,
+            events=self.events,
         )
         labels = self.settings.labels
-        self.life = Lifecycle(self.forge, self.store, key, labels, self.detector, self.poster)
+        self.life = Lifecycle(
+            self.forge, self.store, key, labels, self.detector, self.poster, self.events
+        )
         self.life.adopt(state)
         self.gate = Gate(self.forge, key, deps.identity.login, trust, labels)
         self.safe = SafePoint(
@@ -183,7 +199,7 @@ class _Run:
             labels,
             deps.stop,
             deps.metrics,
-            self.gate.of(lambda: self.state),
+            self.gate.of(lambda: self.state, self.events.ignored),
             clock=deps.clock,
         )
         self._workspace: Workspace | None = None
@@ -201,6 +217,7 @@ class _Run:
             self.safe,
             lambda: self._toolbox,
             deps.metrics,
+            deps.clock,
         )
 
     @property
@@ -288,7 +305,10 @@ class _Run:
 
     def _read_comments(self, numbers: list[int]) -> str:
         entries = self.conversation.entries()
-        legend: dict[str, str] = entries[1].get("legend", {}) if len(entries) > 1 else {}
+        # The opening context's numbering (an event entry may come before it: a thread that
+        # closed or was deleted before its work began, then handed back).
+        opening = next((e for e in entries if e.get("kind") == "initial"), {})
+        legend: dict[str, str] = opening.get("legend", {})
         budget = self.settings.agent.tool_result_tokens
         trust = self.detector.trust
         return read_comments(
@@ -360,6 +380,7 @@ class _Run:
                     key=str(self.key),
                     created_at=now_iso(clock=self.deps.clock),
                     run=loaded.run + 1,
+                    earlier_usage=loaded.earlier_usage.plus(loaded.usage),
                     next_seq=loaded.next_seq,
                     branch=loaded.branch,
                     branch_repo=loaded.branch_repo,
@@ -416,10 +437,7 @@ class _Run:
                 "role": "user",
                 "content": opening.text,
                 "kind": "initial",
-                "comments": [
-                    {"id": c.comment.id, "updated_at": format_time(c.comment.updated_at)}
-                    for c in existing
-                ],
+                "comments": [comment_ref(c.comment) for c in existing],
                 "legend": {str(n): cid for n, cid in opening.legend.items()},
                 "internal_texts": self.detector.internal_texts(self.detector.deliverable(talk)),
             }
@@ -479,8 +497,22 @@ class _Run:
                 answer,
                 outside=self._outside(self.safe.thread),
                 report=report.text,
+                what_i_did=self._what_i_did if self.settings.agent.report else None,
             )
         return end.halt
+
+    def _what_i_did(self) -> str:
+        """The final comment's account of this run, from the store (as `bot show` sees it).
+        Each name in it is shown without internal-note text or secrets: the configured ones,
+        those the adapters learned (installation tokens), and anything shaped like a token."""
+        timeline = build_timeline(self.store, self.key, price=self.settings.llm.price)
+        notes = self.poster.internal.current()
+        configured = Redactor(self.settings.secrets())
+
+        def public(text: str) -> str:
+            return redactor().scrub(configured.scrub(withhold(text, notes)))
+
+        return what_i_did(timeline, self.state.changes, self.deps.clock.now(), public)
 
     def _author_trusted(self, thread: Thread) -> bool:
         return author_trusted(self.forge, thread, self.detector.trust)
@@ -495,8 +527,10 @@ class _Run:
             return CheckRound("")
         session = self._commands()
         if session is None:
+            self.events.checks(None)
             return CheckRound("\n\n" + checks_markdown(None, enabled=False))
         reports = session.run_checks()
+        self.events.checks(reports)
         text = "\n\n" + checks_markdown(reports, enabled=True)
         if failing(reports) and self.state.check_rounds < self.settings.jail.max_fix_turns:
             self.state.check_rounds += 1

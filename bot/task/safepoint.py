@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from bot.core.clock import SYSTEM_CLOCK, Clock, format_time
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.config import LabelSettings
 from bot.core.log import get_logger
 from bot.core.metrics import Metrics
@@ -32,7 +32,7 @@ from bot.model.state import Status
 from bot.model.thread import TaskKey, Thread
 from bot.model.trust import NewComment
 from bot.store.base import ConversationLog
-from bot.task.comments import CommentDetectionManager
+from bot.task.comments import CommentDetectionManager, comment_ref
 from bot.task.controls import Command, Split, split_commands
 from bot.task.handover import Running, Verdict, may_run
 from bot.task.lifecycle import Lifecycle
@@ -187,8 +187,8 @@ class SafePoint:
                 "role": "control",
                 "kind": "control",
                 "commands": commands,
-                "comments": [_ref(c) for c in pure],  # settled: nothing else in them
-                "obeyed": [_ref(c) for c in obeyed],  # command done, its text still to deliver
+                "comments": [comment_ref(c.comment) for c in pure],  # settled: nothing else
+                "obeyed": [comment_ref(c.comment) for c in obeyed],  # its text still to deliver
             }
         )
         self.detector.mark_seen(pure)
@@ -202,7 +202,3 @@ class SafePoint:
             delay = (now - item.comment.updated_at).total_seconds()
             self.metrics.comment_delivery.observe(max(delay, 0.0))
         log.info("comments_delivered", count=len(talk), ids=[c.comment.id for c in talk])
-
-
-def _ref(item: NewComment) -> dict[str, str]:
-    return {"id": item.comment.id, "updated_at": format_time(item.comment.updated_at)}

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, visible
+from bot.agent.history import SUMMARY_HEADER, compact, needs_compaction, usage_fields, visible
 from bot.agent.shrink import StillTooLong, WindowCap, complete_or_shrink
 from bot.agent.tools import Toolbox, ToolResult
 from bot.context.tokens import TokenCounter
 from bot.context.window import WindowTooSmall, fit
+from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.config import LLMSettings
 from bot.core.log import get_logger
 from bot.core.metrics import Metrics
@@ -49,6 +51,7 @@ class Turn:
         safe: SafePoint,
         toolbox: Callable[[], Toolbox],
         metrics: Metrics,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.llm = llm
         self.settings = settings
@@ -58,6 +61,7 @@ class Turn:
         self.safe = safe
         self.toolbox = toolbox
         self.metrics = metrics
+        self.clock = clock  # how long each model call and tool call took (the timeline's)
         self.window_cap = WindowCap()  # lowered when the endpoint refuses a request as too long
 
     def budget(self) -> int:
@@ -94,6 +98,7 @@ class Turn:
             fitted = fit(messages, self.budget(), self.counter, tools_tokens, pinned)
         except WindowTooSmall as exc:
             return self.lifecycle.fail(str(exc))
+        started = self.clock.monotonic()
         try:
             # A "too long" refusal from the endpoint: shrink the request and retry, once.
             reply, fitted = complete_or_shrink(
@@ -113,7 +118,7 @@ class Turn:
             return self.lifecycle.fail(f"the model endpoint refused the request: {exc}")
         except LLMError as exc:
             return self._llm_failure(str(exc))
-        self._record(reply)
+        self._record(reply, self.clock.monotonic() - started)
         log.info(
             "model_replied",
             step=self.lifecycle.state.step,
@@ -124,18 +129,34 @@ class Turn:
         )
         return reply
 
-    def _record(self, reply: LLMReply) -> None:
+    def _record(self, reply: LLMReply, duration: float) -> None:
         state = self.lifecycle.state
         state.usage.calls += 1
         state.usage.prompt_tokens += reply.prompt_tokens
         state.usage.completion_tokens += reply.completion_tokens
-        self.metrics.llm_tokens.labels("prompt").inc(reply.prompt_tokens)
-        self.metrics.llm_tokens.labels("completion").inc(reply.completion_tokens)
+        self._count(reply.prompt_tokens, reply.completion_tokens)
         state.step += 1
         state.llm_failures = 0
         state.forge_failures = 0  # progress: earlier forge errors were passing
-        self.conversation.append({**reply.message(), "kind": "reply", "step": state.step})
+        self.conversation.append(
+            {
+                **reply.message(),
+                "kind": "reply",
+                "step": state.step,
+                **usage_fields(reply),
+                "duration": round(duration, 3),
+            }
+        )
         self.lifecycle.save()
+
+    def _count(self, prompt_tokens: int, completion_tokens: int) -> None:
+        """A model call's tokens, and their cost at `llm.price`, on the metrics."""
+        self.metrics.llm_tokens.labels("prompt").inc(prompt_tokens)
+        self.metrics.llm_tokens.labels("completion").inc(completion_tokens)
+        price = self.settings.price
+        if price is not None:
+            cost = price.cost(prompt_tokens, completion_tokens)
+            self.metrics.llm_cost.labels(price.currency).inc(float(cost))
 
     def _messages(self, tools_tokens: int) -> list[Message]:
         limit = self.budget() - tools_tokens
@@ -143,6 +164,7 @@ class Turn:
         messages = [m for _, m in visible(entries)]
         if not needs_compaction(messages, limit, self.counter):
             return messages
+        started = self.clock.monotonic()
         try:
             summary = compact(entries, limit, self.counter, self.llm)
         except LLMError as exc:
@@ -150,11 +172,13 @@ class Turn:
             return messages
         if summary is None:
             return messages
+        summary["duration"] = round(self.clock.monotonic() - started, 3)
         self.conversation.append(summary)
         used = summary.pop("usage")
         usage = self.lifecycle.state.usage
         usage.prompt_tokens += used["prompt_tokens"]
         usage.completion_tokens += used["completion_tokens"]
+        self._count(used["prompt_tokens"], used["completion_tokens"])
         self.lifecycle.save()
         return [m for _, m in visible(self.conversation.entries())]
 
@@ -164,6 +188,7 @@ class Turn:
         if state.llm_failures >= MAX_LLM_FAILURES:
             return self.lifecycle.fail(f"the model could not be reached ({error})")
         self.lifecycle.save()
+        self.lifecycle.events.error("model", error)
         log.warning("model_unavailable", error=error, failures=state.llm_failures)
         return Outcome.INTERRUPTED
 
@@ -227,18 +252,27 @@ class Turn:
 
     def _run(self, call: ToolCall) -> ToolResult:
         state = self.lifecycle.state
+        # Answered from an earlier process's records (a result, or a start without one).
+        earlier = bool(state.tool_journal.get(call.id)) or call.id in state.tool_started
+        started = self.clock.monotonic()
         result = run_call(state, self.lifecycle.save, self.toolbox(), call)
         if result.interrupted:
             return result
-        self.conversation.append(
-            {
-                "role": "tool",
-                "tool_call_id": call.id,
-                "content": result.content,
-                "kind": "tool",
-                "name": call.name,
-            }
-        )
+        entry: dict[str, Any] = {
+            "role": "tool",
+            "tool_call_id": call.id,
+            "content": result.content,
+            "kind": "tool",
+            "name": call.name,
+            "ok": result.ok and not result.malformed,
+            "duration": round(self.clock.monotonic() - started, 3),
+        }
+        if result.outcome is not None:
+            entry["outcome"] = result.outcome
+        if earlier:
+            entry["journaled"] = True  # carried out by an earlier process: its time is unknown
+            entry.pop("duration")
+        self.conversation.append(entry)
         settled(state, call.id)
         self.lifecycle.save()
         return result

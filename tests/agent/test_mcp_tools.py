@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from bot.agent.mcp_tools import tool_name, within
+from bot.agent.mcp_tools import Offer, mcp_tools, tool_name, within
 from bot.agent.tools import RawArgs, Tool, Toolbox, ToolResult
 from bot.context.tokens import TokenCounter
 from bot.llm.base import ToolCall
+from bot.mcp import RemoteTool, ServerHandle, StdioEndpoint
 
 COUNTER = TokenCounter("cl100k_base")
 
@@ -41,3 +42,30 @@ def test_a_raw_schema_is_offered_as_given_and_arguments_pass_through() -> None:
         "{'p0': 'v', 'extra': 1}"
     )
     assert box.execute(ToolCall("2", "mcp__s__t", "[1]")).malformed  # not an object
+
+
+def offered(trusted: bool, *tools: RemoteTool) -> list[Tool]:
+    endpoint = StdioEndpoint(("never-started",))
+    server = ServerHandle("s", lambda: endpoint, timeout=1)  # no call reaches it here
+    return mcp_tools([Offer(server, tools, None, trusted)], COUNTER, 100, lambda: False)
+
+
+def test_a_read_only_hint_counts_only_from_a_trusted_server() -> None:
+    schema = {"type": "object"}
+    hinted, plain = RemoteTool("get", "", schema, True), RemoteTool("put", "", schema, False)
+    trusted = {t.name: t.once for t in offered(True, hinted, plain)}
+    untrusted = {t.name: t.once for t in offered(False, hinted, plain)}
+    # `once`: journaled at its start, never made again after a cut (bot/task/journal.py).
+    assert trusted == {"mcp__s__get": False, "mcp__s__put": True}
+    assert untrusted == {"mcp__s__get": True, "mcp__s__put": True}
+
+
+def test_names_the_same_after_the_cut_keep_the_first_tool() -> None:
+    schema = {"type": "object"}
+    long = "x" * 70
+    tools = offered(
+        True,
+        RemoteTool(long + "a", "one", schema, True),
+        RemoteTool(long + "b", "two", schema, True),
+    )
+    assert [(t.name, t.description) for t in tools] == [(tool_name("s", long), "one")]

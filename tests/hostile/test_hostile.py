@@ -103,6 +103,24 @@ def test_marker_look_up_ignores_imitations_by_people(
     assert len(bot_comments) == 1 and bot_comments[0].body.startswith("real")
 
 
+def test_marker_look_up_ignores_a_marker_quoted_inside_the_bots_own_post(
+    server: ForgeServer, platform: str, make_forge: ForgeFactory, tmp_path: Path
+) -> None:
+    # The final comment's "What I did" names files, and a path in a fork can read like the
+    # marker of a post still to come (here seq 2, quoted in the bot's post seq 1).
+    thread = server.world.add_thread(platform, REPO)
+    key = TaskKey.parse(f"{platform}:{REPO}#{thread.number}")
+    state = TaskState(
+        key=str(key), next_seq=3, pending_post=PendingPost(seq=2, purpose="note", body="real")
+    )
+    quoted = f"Files read: `{marker(key, 2)}`\n\n{marker(key, 1)}"
+    server.world.add_comment(platform, REPO, thread.number, quoted, author="coding-bot")
+    poster = Poster(make_forge(), key, "coding-bot", StateStore(tmp_path), state)
+    poster.deliver(look_up=True)  # after a "crash": the marker is looked up first
+    bot_comments = [c.body for c in thread.comments if c.author.login == "coding-bot"]
+    assert len(bot_comments) == 2 and bot_comments[1].startswith("real")
+
+
 def test_hundred_thousand_files_are_capped(tmp_path: Path) -> None:
     archive = tmp_path / "many.tar.gz"
     with tarfile.open(archive, mode="w:gz", compresslevel=1) as tar:

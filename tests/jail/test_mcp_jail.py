@@ -8,10 +8,16 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from bot.model.state import Status
+from bot_sandbox.llm_server import count_tool_results
 from tests.conftest import REPO
-from tests.mcp.rigging import calls, mcp_config, tool_results
+from tests.mcp.rigging import command_lines, mcp_config, tool_results
 from tests.rig import Rig
+from tests.test_agent_e2e import call, scripted
+
+SECRET = "jail_ENVsecret_4f2a0123456789"
 
 # The protocol by hand (JSON-RPC lines over stdio): initialize, tools/list, tools/call.
 PROBE = r"""
@@ -58,11 +64,12 @@ for line in sys.stdin:
 """
 
 
+@pytest.mark.parametrize("platform", ["github"])  # what the jail holds is the same on either
 def test_a_jailed_server_sees_the_working_copy_read_only_and_nothing_else(rig: Rig) -> None:
     rig.forge.world.push(rig.platform, REPO, "main", {"tools/probe.py": PROBE}, "probe")
     server = {
         "command": ["python3", "/work/tools/probe.py"],
-        "env": {"ONLY": "this"},
+        "env": {"ONLY": SECRET},
         "jail": True,
         "working_copy": True,
     }
@@ -72,10 +79,19 @@ def test_a_jailed_server_sees_the_working_copy_read_only_and_nothing_else(rig: R
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     thread = rig.issue(title="Probe", body="Probe the server.")
-    rig.model.policy = calls(
-        ("write_file", {"path": "notes.txt", "content": "the task's change"}),
-        ("mcp__probe__probe", {"port": port, "state_dir": str(rig.state_dir)}),
+    steps = scripted(
+        call("write_file", path="notes.txt", content="the task's change"),
+        call("mcp__probe__probe", port=port, state_dir=str(rig.state_dir)),
+        call("finish", summary="Probed."),
     )
+    running: list[bytes] = []  # every command line on the host while the server runs
+
+    def policy(request: dict[str, object]) -> dict[str, object]:
+        if count_tool_results(request) == 2:
+            running.extend(command_lines())
+        return steps(request)
+
+    rig.model.policy = policy
     try:
         rig.run_once()
     finally:
@@ -93,3 +109,7 @@ def test_a_jailed_server_sees_the_working_copy_read_only_and_nothing_else(rig: R
     made_inside = {"PWD", "LC_CTYPE"}
     assert set(report["env"]) - made_inside == {"ONLY", "PATH", "HOME", "LANG", "TERM", "CI"}
     assert rig.state(thread).status is Status.DONE
+    # Its environment is given to bubblewrap as the process environment, never as options:
+    # any user of the host can read a command line.
+    assert any(b"/work/tools/probe.py" in line for line in running)
+    assert all(SECRET.encode() not in line for line in running)

@@ -1,12 +1,12 @@
-"""MCP configuration for the rig and the real-process tests, and a model script."""
+"""MCP configuration for the rig and the real-process tests, and what to read back."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
-
-from bot_sandbox.llm_server import count_tool_results
 
 
 def mcp_config(
@@ -29,21 +29,32 @@ def mcp_config(
     )
 
 
-def calls(*steps: tuple[str, dict[str, Any]], summary: str = "Done.") -> Any:
-    """One tool call per turn, in order, then `finish`."""
-
-    def policy(request: dict[str, Any]) -> dict[str, Any]:
-        done = count_tool_results(request)
-        if done < len(steps):
-            return {"tool_calls": [steps[done]]}
-        return {"tool_calls": [("finish", {"summary": summary})]}
-
-    return policy
-
-
 def tool_results(entries: list[dict[str, Any]], name: str) -> list[str]:
     return [str(e["content"]) for e in entries if e.get("role") == "tool" and e.get("name") == name]
 
 
 def offered_tools(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["function"]["name"]: t["function"] for t in request.get("tools") or []}
+
+
+def server_processes(marker: Path) -> list[str]:
+    """The pids of processes whose command line names `marker` (a server's count file)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if str(marker).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def command_lines() -> list[bytes]:
+    """Every process's command line on this machine (what any local user can read)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes())
+        except OSError:
+            continue
+    return out

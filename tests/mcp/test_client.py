@@ -17,6 +17,7 @@ from bot.mcp import (
     ServerHandle,
     StdioEndpoint,
 )
+from bot.mcp.spawn import clean_argv
 from tests.mcp.conftest import TIME_SERVER, count_lines, scripted_command
 
 
@@ -45,20 +46,14 @@ def test_tools_are_listed_with_schema_and_read_only_hint(count: Path) -> None:
     assert tools["echo"].schema["properties"]["text"]["type"] == "string"
 
 
-def test_a_server_gets_only_its_configured_environment(
-    count: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GITHUB_TOKEN", "ghp_inherited_secret")
-    server = handle(count, {"ONLY_THIS": "1"})
-    try:
-        server.start()
-        result = server.call("echo", {"text": "hi"}, never)
-    finally:
-        server.close()
-    names = set(result.text.split("env: ")[1].split(","))
-    # LC_CTYPE: Python's own locale coercion in the child, not an inherited variable.
-    assert names - {"LC_CTYPE"} == {"ONLY_THIS"}
-    assert "HOME" not in names and "PATH" not in names
+def test_no_configured_value_is_on_a_command_line() -> None:
+    """Any user of the host reads a process's command line in /proc, not its environment."""
+    secret = "trk_SECRETvalue_0123456789"
+    argv = clean_argv(("/bin/true", "--flag"), {"TRACKER_TOKEN": secret, "PATH": "/usr/bin"})
+    assert all(secret not in part for part in argv)
+    assert argv[-2:] == ["/bin/true", "--flag"]
+    # The SDK's own inherited variables are unset, except one the configuration sets.
+    assert "--unset=HOME" in argv and "--unset=PATH" not in argv
 
 
 def test_a_watch_cancels_a_hanging_call_and_the_server_hears_of_it(count: Path) -> None:
@@ -123,6 +118,9 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
     exits = McpClient("x", StdioEndpoint(("/bin/sh", "-c", "exit 1")), 5)
     with pytest.raises(McpUnavailable, match="exited before"):
         exits.start()
+    silent = McpClient("x", StdioEndpoint(("/bin/sh", "-c", "cat >/dev/null")), 0.5)  # no answer
+    with pytest.raises(McpUnavailable, match="no answer to the handshake in time"):
+        silent.start()
 
 
 def test_close_ends_the_server_process(count: Path) -> None:

@@ -181,6 +181,51 @@ def test_sandbox_until_done_exits_0() -> None:
     assert "`python3 -m unittest -v demo.test_greet`: passed" in done.stdout
 
 
+def test_the_demo_says_what_it_did_on_both_forges_and_bot_show_prints_that_run(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "demo"
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "sandbox", "--until-done", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        env=bot_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The thread printer indents each comment's lines; one final comment per forge.
+    said = re.findall(
+        r"^    <details><summary>What I did</summary>\n    \n(.*?)\n    \n    </details>$",
+        done.stdout,
+        re.S | re.M,
+    )
+    assert len(said) == 2, done.stdout[-3000:]
+    for platform, section in zip(("github", "gitlab"), said, strict=True):
+        tokens = re.search(r"- Tokens: ([\d,]+) \(([\d,]+) prompt, ([\d,]+) completion\)", section)
+        assert tokens is not None and re.search(r"cost \d+\.\d+ USD", section), section
+        assert "- Tools called: `update_plan` (2)" in section
+        config = str(state / "sandbox.yaml")
+        shown = subprocess.run(
+            [sys.executable, "-m", "bot", "show", "-c", config, f"{platform}:demo/app#1"],
+            capture_output=True,
+            text=True,
+            env=bot_env(),
+            timeout=60,
+            check=False,
+        )
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        assert lines[0] == f"{platform}:demo/app#1  run 1 of 1  done"
+        replies = [line for line in lines if re.match(r"\d\d:\d\d:\d\d  reply ", line)]
+        assert len(replies) == 6
+        assert all(re.search(r" \d[\d,]*\+\d+ .* \d+\.\d{4,6}  calls ", r) for r in replies)
+        total, prompt, completion = tokens.groups()  # the same run as the report's
+        assert lines[-1].startswith(
+            f"run 1: 6 model calls, {total} tokens ({prompt} prompt, {completion} completion), "
+        ) and lines[-1].endswith(" USD")
+
+
 def dockerfile_stages(text: str) -> list[list[tuple[str, str]]]:
     """(INSTRUCTION, arguments) per build stage, comments dropped and continuations joined,
     so that a property is read from the instruction itself and never from a comment."""
