@@ -12,11 +12,15 @@ dir reach a server only if the operator puts them in its `env` or `headers`.
 
 from __future__ import annotations
 
+import contextvars
 import shutil
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from bot.agent.mcp_tools import Offer, Watch, mcp_tools, within
 from bot.agent.tools import Tool
@@ -40,6 +44,7 @@ log = get_logger(__name__)
 # tools, the system prompt and the opening context come first); the rest are left out.
 SCHEMA_SHARE = 0.25
 Connect = Callable[[str, Endpoint, float], McpClient]
+R = TypeVar("R")
 
 
 class JailedWork:
@@ -50,14 +55,16 @@ class JailedWork:
         self._shared = shared
         self._own: WorkCopy | None = None
         self._empty: Path | None = None
+        self._lock = threading.Lock()
 
     def copy(self, working_copy: bool) -> WorkCopy:
-        if working_copy and self._shared is not None:
-            return self._shared()
-        if self._own is None:
-            self._empty = Path(tempfile.mkdtemp(prefix="bot-mcp-empty-"))
-            self._own = self.jail.work_copy(self._empty, {})
-        return self._own
+        with self._lock:  # servers start at once, each on a thread of its own
+            if working_copy and self._shared is not None:
+                return self._shared()
+            if self._own is None:
+                self._empty = Path(tempfile.mkdtemp(prefix="bot-mcp-empty-"))
+                self._own = self.jail.work_copy(self._empty, {})
+            return self._own
 
     def close(self) -> None:
         if self._own is not None:
@@ -150,41 +157,57 @@ class McpRun:
         return prepare
 
     def close(self) -> None:
-        for handle, _tools in self._started or []:
-            handle.close()
+        at_once([handle for handle, _tools in self._started or []], ServerHandle.close)
         self._started = None
         if self._work is not None:
             self._work.close()
 
     def _servers(self) -> list[tuple[ServerHandle, list[RemoteTool]]]:
         if self._started is None:
+            handles = [self.launcher.handle(name, self._work) for name in self.offered]
             self._started = []
-            for name in self.offered:
-                handle = self.launcher.handle(name, self._work)
-                try:
-                    self._started.append((handle, handle.start()))
-                except McpUnavailable as exc:
+            for handle, started in zip(handles, at_once(handles, _start), strict=True):
+                if isinstance(started, McpUnavailable):
                     # The run goes on without its tools; `bot check-config` says so at once.
-                    log.warning("mcp_server_failed", server=name, error=str(exc))
+                    log.warning("mcp_server_failed", server=handle.name, error=str(started))
                     handle.close()
+                else:
+                    self._started.append((handle, started))
         return self._started
+
+
+def _start(handle: ServerHandle) -> list[RemoteTool] | McpUnavailable:
+    try:
+        return handle.start()
+    except McpUnavailable as exc:
+        return exc
+
+
+def at_once(handles: Sequence[ServerHandle], do: Callable[[ServerHandle], R]) -> list[R]:
+    """`do` for every server at the same time (a start or a close takes a second or more for
+    some servers: a run waits for the slowest, not for their sum), each thread in the
+    caller's context (the task's log fields); the results in order."""
+    if len(handles) <= 1:
+        return [do(handle) for handle in handles]
+    with ThreadPoolExecutor(len(handles), thread_name_prefix="mcp-start") as pool:
+        futures = [pool.submit(contextvars.copy_context().run, do, h) for h in handles]
+        return [future.result() for future in futures]
 
 
 def probe_servers(launcher: McpLauncher) -> dict[str, list[str]]:
     """`bot check-config`: every configured server started once, its tool names; a server
     that cannot start or answer is a ConfigError naming it."""
-    out: dict[str, list[str]] = {}
     work = JailedWork(launcher.jail, None) if launcher.jail is not None else None
+    handles = [launcher.handle(name, work) for name in launcher.settings.servers]
     try:
-        for name in launcher.settings.servers:
-            handle = launcher.handle(name, work)
-            try:
-                out[name] = [tool.name for tool in handle.start()]
-            except McpUnavailable as exc:
-                raise ConfigError(f"mcp.servers.{name}", str(exc)) from None
-            finally:
-                handle.close()
+        started = at_once(handles, _start)
     finally:
+        at_once(handles, ServerHandle.close)
         if work is not None:
             work.close()
+    out: dict[str, list[str]] = {}
+    for handle, tools in zip(handles, started, strict=True):
+        if isinstance(tools, McpUnavailable):
+            raise ConfigError(f"mcp.servers.{handle.name}", str(tools))
+        out[handle.name] = [tool.name for tool in tools]
     return out

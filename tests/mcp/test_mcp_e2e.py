@@ -13,6 +13,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -52,16 +53,38 @@ def wait_for(count: Path, what: str, worker: threading.Thread) -> None:
     raise AssertionError(f"the server never saw {what!r}")
 
 
-def test_a_task_uses_mcp_server_time_from_the_package_index(rig: Rig) -> None:
+def prompt_policy(request: dict[str, Any]) -> dict[str, Any]:
+    """The model without native tool calling: a JSON block per turn (the prompt fallback)."""
+    answered = any("[tool result]" in str(m.get("content")) for m in request["messages"])
+    if not answered:
+        block = json.dumps({"tool": NOW, "arguments": {"timezone": "UTC"}})
+    else:
+        block = json.dumps({"tool": "finish", "arguments": {"summary": "It is late."}})
+    return {"content": f"```json\n{block}\n```"}
+
+
+# On both forges, one with native tool calling and one with the prompt fallback.
+@pytest.mark.parametrize(("platform", "calling"), [("github", "native"), ("gitlab", "prompt")])
+def test_a_task_uses_mcp_server_time_from_the_package_index(rig: Rig, calling: str) -> None:
     rig.extra_config = mcp_config({"time": [TIME_SERVER]})
     thread = rig.issue(title="What time is it?", body="Tell me the time in UTC.")
-    rig.model.policy = scripted(call(NOW, timezone="UTC"), call("finish", summary="It is late."))
+    if calling == "native":
+        rig.model.policy = scripted(
+            call(NOW, timezone="UTC"), call("finish", summary="It is late.")
+        )
+    else:
+        rig.llm_options = ", tool_calling: prompt"
+        rig.model.policy = prompt_policy
     rig.run_once()
 
     first = rig.model.requests[0]
-    tools = offered_tools(first)
-    assert NOW in tools and "mcp__time__convert_time" in tools
-    assert "timezone" in tools[NOW]["parameters"]["properties"]  # the server's own schema
+    if calling == "native":
+        tools = offered_tools(first)
+        assert NOW in tools and "mcp__time__convert_time" in tools
+        assert "timezone" in tools[NOW]["parameters"]["properties"]  # the server's own schema
+    else:
+        system = str(first["messages"][0]["content"])
+        assert f"- {NOW}:" in system and '"timezone"' in system  # name and schema, described
     [result] = tool_results(rig.conversation(thread), NOW)
     answer = json.loads(unquoted(result))
     assert answer["timezone"] == "UTC"  # the server's answer, quoted (not jailed: untrusted)
@@ -74,30 +97,6 @@ def test_a_task_uses_mcp_server_time_from_the_package_index(rig: Rig) -> None:
     [entry] = [e for e in timeline.entries if e.kind == "tool" and e.detail["name"] == NOW]
     assert entry.detail["ok"] is True
     assert f"`{NOW}` (1)" in final
-
-
-@pytest.mark.parametrize("platform", ["gitlab"])
-def test_the_prompt_fallback_offers_and_calls_mcp_tools(rig: Rig) -> None:
-    rig.extra_config = mcp_config({"time": [TIME_SERVER]})
-    rig.llm_options = ", tool_calling: prompt"
-    thread = rig.issue(title="Time", body="The time in UTC, please.")
-    block = json.dumps({"tool": NOW, "arguments": {"timezone": "UTC"}})
-
-    def policy(request: dict[str, object]) -> dict[str, object]:
-        messages = request["messages"]
-        assert isinstance(messages, list)
-        if any("[tool result]" in str(m.get("content")) for m in messages):
-            return {"content": '```json\n{"tool": "finish", "arguments": {"summary": "ok"}}\n```'}
-        return {"content": f"```json\n{block}\n```"}
-
-    rig.model.policy = policy
-    rig.run_once()
-
-    system = str(rig.model.requests[0]["messages"][0]["content"])
-    assert f"- {NOW}:" in system and '"timezone"' in system  # name and schema, described
-    [result] = tool_results(rig.conversation(thread), NOW)
-    assert '"UTC"' in result
-    assert rig.state(thread).status is Status.DONE
 
 
 @pytest.mark.parametrize(("platform", "command"), [("github", "pause"), ("gitlab", "stop")])
