@@ -268,6 +268,10 @@ def _reason(exc: BaseException) -> str:
         if exc.code == mcp_types.CONNECTION_CLOSED:
             return "the server exited before it answered the handshake"
         return f"the handshake failed: error {exc.code}"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"the server answered HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx2.HTTPError):
+        return f"cannot connect: {type(exc).__name__}"
     if isinstance(exc, pydantic.ValidationError):
         return "its answer is not valid MCP (the SDK refused its handshake or tool list)"
     if isinstance(exc, OSError):

@@ -35,7 +35,9 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {"q": {"type": "text"}}},
     },
     {"name": "stuck", "description": "Never answers.", "inputSchema": {"type": "object"}},
+    {"name": "flood", "description": "Answers at length.", "inputSchema": {"type": "object"}},
 ]
+FLOOD = "line of a very long answer\n" * 20_000
 
 
 def note(what: str) -> None:
@@ -73,8 +75,9 @@ def main() -> None:
         elif method == "tools/call":
             name = msg["params"]["name"]
             note(f"call {name}")
+            text = FLOOD if name == "flood" else f"called {name}"
             if name != "stuck":
-                answer(id_, {"content": [{"type": "text", "text": f"called {name}"}]})
+                answer(id_, {"content": [{"type": "text", "text": text}]})
         elif method == "notifications/cancelled":
             note("cancel ignored")
         elif id_ is not None:

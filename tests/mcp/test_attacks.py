@@ -14,11 +14,12 @@ import pytest
 
 from bot.agent.mcp_tools import Offer, mcp_tools
 from bot.agent.tools import Toolbox
+from bot.context.render import UNTRUSTED_TOOL_MARK
 from bot.context.tokens import TokenCounter
 from bot.core import log
 from bot.llm.base import ToolCall
 from bot.llm.openai_client import prompt_mode_messages
-from bot.mcp import McpCancelled, ServerHandle, StdioEndpoint
+from bot.mcp import McpCancelled, McpTimeout, ServerHandle, StdioEndpoint
 from tests.mcp.conftest import count_lines
 from tests.mcp.rigging import server_processes
 
@@ -73,7 +74,7 @@ def test_a_tool_with_an_invalid_schema_is_not_offered_and_the_others_are(
 ) -> None:
     server, _count = raw
     names = [t.name for t in server.start()]
-    assert names == ["look.up/v2", "a__b weird!", "a__b weird?", "stuck"]
+    assert names == ["look.up/v2", "a__b weird!", "a__b weird?", "stuck", "flood"]
     [refused] = [e for e in events(logged) if e["event"] == "mcp_tool_refused"]
     assert refused["tool"] == "bad_schema" and "not valid JSON Schema" in str(refused["reason"])
 
@@ -89,6 +90,7 @@ def test_odd_names_are_made_safe_and_calls_reach_the_tool_by_its_own_name(
         "mcp__raw__look_up_v2",
         "mcp__raw__a__b_weird_",
         "mcp__raw__stuck",
+        "mcp__raw__flood",
     ]
     box = Toolbox(tools)
     said = box.execute(ToolCall("1", "mcp__raw__a__b_weird_", '{"q": "x"}')).content
@@ -126,3 +128,25 @@ def test_a_call_that_ignores_its_cancellation_is_left_and_the_server_killed(
         server.close()  # it ignores the end of stdin and SIGTERM: the SDK's SIGKILL ends it
     assert count_lines(count, "cancel ignored") == 1
     assert server_processes(count) == []
+
+
+def test_a_long_answer_is_cut_to_the_tool_result_budget(raw: tuple[ServerHandle, Path]) -> None:
+    server, _count = raw
+    offer = Offer(server, server.start(), allowed=None, trusted=False)
+    box = Toolbox(mcp_tools([offer], COUNTER, 200, never))
+    said = box.execute(ToolCall("1", "mcp__raw__flood", "{}")).content
+    assert COUNTER.count(said) <= 200  # agent.tool_result_tokens
+    assert UNTRUSTED_TOOL_MARK in said.splitlines()[0]  # the header survives the cut
+
+
+def test_a_call_past_the_timeout_is_cancelled_and_says_so(tmp_path: Path) -> None:
+    count = tmp_path / "count"
+    argv = (sys.executable, str(RAW), str(count))
+    server = ServerHandle("raw", lambda: StdioEndpoint(argv), timeout=1.5)
+    try:
+        server.start()
+        with pytest.raises(McpTimeout, match=r"mcp.timeout_seconds"):
+            server.call("stuck", {}, never)
+    finally:
+        server.close()
+    assert count_lines(count, "cancel ignored") == 1  # the server was told

@@ -4,11 +4,12 @@ index's server are driven end to end (test_mcp_e2e.py)."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
-from bot.mcp import McpClient, McpUnavailable, ServerHandle, StdioEndpoint
+from bot.mcp import HttpEndpoint, McpClient, McpUnavailable, ServerHandle, StdioEndpoint
 from bot.mcp.spawn import clean_argv
 from tests.mcp.conftest import scripted_command
 
@@ -44,6 +45,13 @@ def test_no_configured_value_is_on_a_command_line() -> None:
     assert "--unset=HOME" in argv and "--unset=PATH" not in argv
 
 
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
     missing = McpClient("x", StdioEndpoint((str(tmp_path / "no-such-server"),)), 5)
     with pytest.raises(McpUnavailable, match="command not found"):
@@ -54,3 +62,6 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
     silent = McpClient("x", StdioEndpoint(("/bin/sh", "-c", "cat >/dev/null")), 0.5)  # no answer
     with pytest.raises(McpUnavailable, match="no answer to the handshake in time"):
         silent.start()
+    nobody = McpClient("x", HttpEndpoint(f"http://127.0.0.1:{closed_port()}/mcp"), 5)
+    with pytest.raises(McpUnavailable, match="cannot connect: ConnectError"):
+        nobody.start()
