@@ -2,7 +2,7 @@
 place, and closed again in reverse order, also when start-up fails half-way.
 
     with Application(settings, once=False) as app:   # sources, model, store, jail, daemon,
-        app.run()                                     # metrics and webhook listeners
+        app.run()                                     # metrics, webhooks and task page
 
 Only `bot.cli` uses this module (docs/architecture.md): below it nothing builds its own
 collaborators; each takes them as constructor arguments.
@@ -25,8 +25,10 @@ from bot.llm.base import LLMClient
 from bot.llm.factory import build_llm
 from bot.service.app_refresh import AppRefresh
 from bot.service.daemon import Daemon
+from bot.service.listeners import plan_listeners
 from bot.service.notify import Notifier
-from bot.service.webhooks.factory import build_webhooks
+from bot.service.ui import build_page
+from bot.service.webhooks.factory import build_webhook_app
 from bot.store.factory import build_store
 from bot.task.mcp_run import McpLauncher
 
@@ -156,15 +158,17 @@ class Application:
             except OSError as exc:
                 raise ListenError("metrics.listen", settings.metrics.listen, _reason(exc)) from exc
             self._stack.callback(closer)
-        if self.once or settings.webhooks is None:
+        if self.once:
             return
-        try:  # binding the port happens here: a taken port is a configuration error
-            webhooks = build_webhooks(settings, daemon.request_check, daemon.store.deliveries())
-        except OSError as exc:
-            raise ListenError("webhooks.listen", settings.webhooks.listen, _reason(exc)) from exc
-        if webhooks is not None:
-            webhooks.start()
-            self._stack.callback(webhooks.stop)
+        hooks = build_webhook_app(settings, daemon.request_check, daemon.store.deliveries())
+        page = build_page(settings, daemon.store)
+        for planned in plan_listeners(settings, hooks, page):
+            try:  # binding the port happens here: a taken port is a configuration error
+                listener = planned.open()
+            except OSError as exc:
+                raise ListenError(planned.key, planned.listen, _reason(exc)) from exc
+            listener.start()
+            self._stack.callback(listener.stop)
 
 
 def _reason(exc: OSError) -> str:

@@ -139,12 +139,16 @@ def paginate(
     return chunk, headers
 
 
-def body_text(request: Request, status: int, message: str) -> str:
-    """The request's `body` field (a comment's or a note's text): a string, not empty; else the
-    forge's own refusal (`status`, `message`)."""
+def body_text(
+    request: Request, status: int, message: str, maximum: int | None = None, too_long: str = ""
+) -> str:
+    """The request's `body` field (a comment's or a note's text): a string, not empty and at
+    most `maximum` characters; else the forge's own refusal (`status`, `message`)."""
     body = (request.body or {}).get("body")
     if not isinstance(body, str) or not body:
         raise HttpError(status, message)
+    if maximum is not None and len(body) > maximum:
+        raise HttpError(status, too_long or f"{message}: body is too long")
     return body
 
 

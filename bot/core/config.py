@@ -9,6 +9,7 @@ print one line and exit 2 instead of a traceback.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 import types
@@ -36,7 +37,15 @@ from bot.core.pricing import Price
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _REPO_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$")
 # Keys whose value is a secret; `<key>_file` is accepted in their place.
-SECRET_KEYS = ("token", "api_key", "private_key", "github_secret", "gitlab_secret", "dsn")
+SECRET_KEYS = (
+    "token",
+    "api_key",
+    "private_key",
+    "github_secret",
+    "gitlab_secret",
+    "dsn",
+    "password",
+)
 # Mappings in which any `<NAME>_file` key reads the secret `<NAME>` from a file (MCP servers'
 # environment and headers).
 _SECRET_MAPS = re.compile(r"^mcp\.servers\.[^.]+\.(env|headers)$")
@@ -347,6 +356,45 @@ class WebhookSettings(_Frozen):
         return self
 
 
+def is_loopback(listen: str) -> bool:
+    """Whether a `host:port` accepts connections from this machine only: `localhost` or a
+    loopback address (127.0.0.0/8, ::1). An empty host means every interface; any other name
+    may resolve anywhere."""
+    host = listen.rpartition(":")[0].strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class UISettings(_Frozen):
+    """The read-only task page (README, "The task page"), served by the same HTTP server as
+    the webhooks; one listener serves both when `listen` equals `webhooks.listen`."""
+
+    listen: str = Field(
+        default="127.0.0.1:8089",
+        pattern=r"^[\w.\-\[\]:]*:\d{1,5}$",
+        description="host:port; a non-loopback address needs password_file",
+    )
+    # HTTP basic authentication: any user name, this password (`password_file`: a secret,
+    # read like the tokens). Required off loopback.
+    password: SecretStr | None = None
+    # Where people reach the page (a proxy in front, say): the final comment links to the
+    # task's page under it.
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s<>\"']+$")
+
+    @model_validator(mode="after")
+    def _password_off_loopback(self) -> UISettings:
+        if self.password is None and not is_loopback(self.listen):
+            raise ValueError(
+                f"listen {self.listen} is not a loopback address: set ui.password_file (HTTP"
+                " basic authentication) or listen on 127.0.0.1"
+            )
+        return self
+
+
 class Settings(_Frozen):
     state_dir: Path = Path("./state")
     poll_interval_seconds: int = Field(default=60, ge=5)
@@ -362,6 +410,7 @@ class Settings(_Frozen):
     health: HealthSettings = HealthSettings()
     jail: JailSettings = JailSettings()
     webhooks: WebhookSettings | None = None
+    ui: UISettings | None = None
     cache: CacheSettings = CacheSettings()
     store: StoreSettings = StoreSettings()
     mcp: McpSettings = McpSettings()
@@ -410,6 +459,7 @@ class Settings(_Frozen):
             hooks.github_secret if hooks else None,
             hooks.gitlab_secret if hooks else None,
             self.store.dsn,
+            self.ui.password if self.ui else None,
         ]
         found = [v.get_secret_value() for v in values if v and v.get_secret_value()]
         return (*found, *self.mcp.secrets())

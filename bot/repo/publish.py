@@ -33,6 +33,7 @@ from bot.core.config import AgentSettings
 from bot.core.log import get_logger
 from bot.forge.base import Forge
 from bot.forge.errors import BranchMoved, Forbidden, NotFound
+from bot.forge.limits import fit, request_body_chars
 from bot.model.git import BranchHead, FileChange, TreeEntry
 from bot.model.state import TaskState
 from bot.model.thread import Kind, TaskKey, Thread
@@ -157,7 +158,7 @@ def _push(
             branch,
             base,
             _title(thread),
-            _body(thread, state, workspace, summary),
+            fit(_body(thread, state, workspace, summary), "", request_body_chars(key.platform)),
             draft=settings.draft_change_requests,
         )
         log.info("change_request_opened", url=existing.url, branch=branch)

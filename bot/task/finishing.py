@@ -26,6 +26,7 @@ def finish(
     outside: bool,
     report: str = "",
     what_i_did: Callable[[], str] | None = None,
+    page: str | None = None,
 ) -> Outcome:
     """Branch, commit and draft request first (each looked up before it is made), then the
     final comment carrying the answer, the checks' `report` and where the work went; status
@@ -33,7 +34,8 @@ def finish(
     access. The report holds what the checks printed: it is not kept as the run's answer, which
     the next run is shown as its previous summary. `what_i_did` gives the collapsed account
     of the run that ends the comment (bot/task/report.py), read once the publication is on
-    record; like everything the comment says, it passes `Poster.withhold` when posted."""
+    record; like everything the comment says, it passes `Poster.withhold` when posted. `page`:
+    the task page's address (`ui.public_url`), linked before that section."""
     answer = lifecycle.poster.withhold(answer)  # it goes into the request and commit too
     lifecycle.state.final_answer = answer
     answer += lifecycle.poster.withhold(report)
@@ -57,7 +59,8 @@ def finish(
     if published is not None:
         lifecycle.events.published(published)
     details = what_i_did() if what_i_did is not None else ""
-    lifecycle.end(Status.DONE, answer + where(published) + details)
+    link = f"\n\nEvery step, with tokens and cost: {page}" if page else ""
+    lifecycle.end(Status.DONE, answer + where(published) + link + details)
     return Outcome.DONE
 
 

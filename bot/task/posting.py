@@ -8,6 +8,7 @@ from bot.core.clock import SYSTEM_CLOCK, Clock, parse_time
 from bot.core.log import get_logger
 from bot.forge.base import Forge
 from bot.forge.errors import NotFound
+from bot.forge.limits import comment_chars, fit
 from bot.model.state import PendingPost, TaskState, now_iso
 from bot.model.thread import TaskKey
 from bot.store.base import Store
@@ -53,7 +54,7 @@ class Poster:
         idempotent, so repeating it after a crash changes nothing."""
         state = self.state
         if state.progress_comment_id is not None:
-            text = f"{self.withhold(body)}\n\n{marker(self.key, state.progress_seq or 0)}"
+            text = self.compose(body, marker(self.key, state.progress_seq or 0))
             try:
                 self.forge.edit_comment(self.key, state.progress_comment_id, text)
                 return
@@ -66,6 +67,11 @@ class Poster:
     def withhold(self, text: str) -> str:
         """`text` without anything quoted from the thread's internal notes: for public posts."""
         return self.internal.withhold(text)
+
+    def compose(self, body: str, tag: str) -> str:
+        """The text posted: withheld first (a cut must not undo it), cut to what the forge
+        takes, the marker always last (the look-up after a crash finds it there)."""
+        return fit(self.withhold(body), tag, comment_chars(self.forge.platform))
 
     def post(
         self, purpose: str, body: str, call_id: str | None = None, reply_to: str | None = None
@@ -98,7 +104,7 @@ class Poster:
         found = self._find(tag, pending.created_at) if look_up else None
         if found is None:
             # A reply in a review thread is in the listing `_find` reads too.
-            body = f"{self.withhold(pending.body)}\n\n{tag}"
+            body = self.compose(pending.body, tag)
             found = self.forge.post_comment(self.key, body, reply_to=pending.reply_to).id
         comment_id = found
         self.state.posted[str(pending.seq)] = comment_id

@@ -65,6 +65,7 @@ from bot.task.handover import Decision, Need, Starting, Verdict, may_run
 from bot.task.lifecycle import Lifecycle
 from bot.task.mcp_run import McpLauncher, McpRun
 from bot.task.outcome import Outcome
+from bot.task.page_link import page_url
 from bot.task.posting import Poster
 from bot.task.record import Events, Stamped
 from bot.task.report import what_i_did
@@ -498,6 +499,7 @@ class _Run:
                 outside=self._outside(self.safe.thread),
                 report=report.text,
                 what_i_did=self._what_i_did if self.settings.agent.report else None,
+                page=self._page(),
             )
         return end.halt
 
@@ -513,6 +515,13 @@ class _Run:
             return redactor().scrub(configured.scrub(withhold(text, notes)))
 
         return what_i_did(timeline, self.state.changes, self.deps.clock.now(), public)
+
+    def _page(self) -> str | None:
+        """The task page's address, where `ui.public_url` says people reach it."""
+        ui = self.settings.ui
+        if ui is None or ui.public_url is None:
+            return None
+        return page_url(ui.public_url, self.key)
 
     def _author_trusted(self, thread: Thread) -> bool:
         return author_trusted(self.forge, thread, self.detector.trust)

@@ -14,6 +14,10 @@ from bot_sandbox.world import SComment, SRepo, SThread
 
 ISSUE = REPO + r"/issues/(?P<number>\d+)"
 PULL = REPO + r"/pulls/(?P<number>\d+)"
+# 422 "body is too long (maximum is 65536 characters)": docs.github.com/rest/issues/comments,
+# as real repositories see it (danger/danger#424, googleapis/release-please#1034).
+COMMENT_CHARS = 65_536
+TOO_LONG = "Validation Failed: body is too long (maximum is 65536 characters)"
 
 
 def list_comments(site: Site, req: Request, m: re.Match[str], *, review: bool) -> Response:
@@ -33,7 +37,7 @@ def list_comments(site: Site, req: Request, m: re.Match[str], *, review: bool) -
 def post_comment(site: Site, req: Request, m: re.Match[str]) -> Response:
     repo = repo_of(site.world, m)
     thread = thread_of(repo, m["number"])
-    body = body_text(req, 422, "Validation Failed")
+    body = body_text(req, 422, "Validation Failed", COMMENT_CHARS, TOO_LONG)
     assert req.user is not None
     comment = site.world.add_comment(
         "github", repo.path, thread.number, body, author=req.user.login, kind=thread.kind
@@ -44,7 +48,7 @@ def post_comment(site: Site, req: Request, m: re.Match[str]) -> Response:
 def edit_comment(site: Site, req: Request, m: re.Match[str], *, review: bool) -> Response:
     repo = repo_of(site.world, m)
     thread, comment = _comment_of(repo, m["id"], review)
-    body = body_text(req, 422, "Validation Failed")
+    body = body_text(req, 422, "Validation Failed", COMMENT_CHARS, TOO_LONG)
     if req.user is None or req.user.login != comment.author.login:
         raise HttpError(403, "Must have admin rights to Repository.")
     site.world.edit_comment(comment.id, body)
@@ -71,7 +75,7 @@ def reply(site: Site, req: Request, m: re.Match[str]) -> Response:
         raise HttpError(404, "Not Found")
     if target.in_reply_to is not None:
         raise HttpError(422, "Validation Failed: in_reply_to_id is a reply")
-    body = body_text(req, 422, "Validation Failed")
+    body = body_text(req, 422, "Validation Failed", COMMENT_CHARS, TOO_LONG)
     assert req.user is not None
     comment = site.world.reply(
         "github", repo.path, thread.number, target.id, body, author=req.user.login, kind="pull"

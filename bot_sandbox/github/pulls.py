@@ -47,6 +47,8 @@ def create_pull(site: Site, req: Request, m: re.Match[str]) -> Response:
         for t in repo.threads.values()
     ):
         raise HttpError(422, f"A pull request already exists for {repo.owner.login}:{head}.")
+    if len(str(body.get("body") or "")) > 65_536:  # as a comment's (github/comments.py)
+        raise HttpError(422, "Validation Failed: body is too long (maximum is 65536 characters)")
     if body.get("draft") and not repo.drafts_supported:
         # Private repositories on GitHub Free/Pro: 422 with this message at the top level
         # (reported e.g. in https://github.com/SWE-agent/SWE-agent/issues/179; plans:

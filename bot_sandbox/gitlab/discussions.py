@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from bot_sandbox.gitlab.lookup import THREAD, project_of, thread_of, visible_notes
-from bot_sandbox.gitlab.shapes import discussion_json, note_json
+from bot_sandbox.gitlab.shapes import NOTE_CHARS, NOTE_TOO_LONG, discussion_json, note_json
 from bot_sandbox.http import Endpoint, HttpError, Request, Response, body_text
 from bot_sandbox.site import Site
 from bot_sandbox.world import SComment
@@ -31,7 +31,7 @@ def reply(site: Site, req: Request, m: re.Match[str]) -> Response:
     )
     if first is None:
         raise HttpError(404, "404 Discussion Not Found")
-    body = body_text(req, 400, "body is missing")
+    body = body_text(req, 400, "body is missing", NOTE_CHARS, NOTE_TOO_LONG)
     assert req.user is not None
     note = site.world.reply(
         "gitlab",

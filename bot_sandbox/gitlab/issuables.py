@@ -79,6 +79,9 @@ def create_mr(site: Site, req: Request, m: re.Match[str]) -> Response:
         for t in repo.threads.values()
     ):
         raise HttpError(409, "Another open merge request already exists for this source branch")
+    if len(str(body.get("description") or "")) > 1_048_576:
+        # DESCRIPTION_LENGTH_MAX, 1 megabyte (doc/development/issuable-like-models.md).
+        raise HttpError(400, "description is too long (maximum is 1048576 characters)")
     title = str(body["title"])
     draft = title.lower().startswith(("draft:", "[draft]")) or bool(body.get("draft"))
     assert req.user is not None

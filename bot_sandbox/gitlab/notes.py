@@ -6,7 +6,7 @@ import re
 
 from bot_sandbox.gitlab import quick_actions
 from bot_sandbox.gitlab.lookup import THREAD, project_of, thread_of, visible_notes
-from bot_sandbox.gitlab.shapes import note_json
+from bot_sandbox.gitlab.shapes import NOTE_CHARS, NOTE_TOO_LONG, note_json
 from bot_sandbox.http import Endpoint, HttpError, Request, Response, body_text
 from bot_sandbox.site import Site
 
@@ -27,7 +27,7 @@ def list_notes(site: Site, req: Request, m: re.Match[str]) -> Response:
 def create_note(site: Site, req: Request, m: re.Match[str]) -> Response:
     repo = project_of(site.world, m)
     thread = thread_of(repo, m["section"], m["iid"])
-    body = body_text(req, 400, "body is missing")
+    body = body_text(req, 400, "body is missing", NOTE_CHARS, NOTE_TOO_LONG)
     assert req.user is not None
     head = (req.body or {}).get("merge_request_diff_head_sha")
     done = quick_actions.run(site.world, repo, thread, req.user, body, head)
@@ -45,7 +45,7 @@ def update_note(site: Site, req: Request, m: re.Match[str]) -> Response:
     note = next((n for n in thread.comments if n.id == int(m["note"])), None)
     if note is None:
         raise HttpError(404, "404 Not found")
-    body = body_text(req, 400, "body is missing")
+    body = body_text(req, 400, "body is missing", NOTE_CHARS, NOTE_TOO_LONG)
     if req.user is None or req.user.login != note.author.login:
         raise HttpError(403, "403 Forbidden")
     done = quick_actions.run(site.world, repo, thread, req.user, body)  # edits run them too

@@ -7,6 +7,11 @@ from typing import Any
 
 from bot_sandbox.world import SComment, SCommit, SRepo, SThread, SUser
 
+# Gitlab::Database::MAX_TEXT_SIZE_LIMIT (lib/gitlab/database.rb, gitlab-foss#61974): a longer
+# note is refused with 400 and the model's validation message.
+NOTE_CHARS = 1_000_000
+NOTE_TOO_LONG = "note is too long (maximum is 1000000 characters)"
+
 
 def timestamp(value: datetime) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.000Z")

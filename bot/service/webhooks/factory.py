@@ -14,6 +14,16 @@ def build_webhooks(
     settings: Settings, on_thread: Callable[[TaskKey], None], seen: DeliveryMemory
 ) -> WebhookServer | None:
     """`seen`: the store's memory of deliveries (shared by every daemon on one database)."""
+    app = build_webhook_app(settings, on_thread, seen)
+    if app is None or settings.webhooks is None:
+        return None
+    return WebhookServer(app, settings.webhooks.listen)
+
+
+def build_webhook_app(
+    settings: Settings, on_thread: Callable[[TaskKey], None], seen: DeliveryMemory
+) -> WebhookApp | None:
+    """The application alone, for a listener it shares with the task page."""
     hooks = settings.webhooks
     if hooks is None:
         return None
@@ -22,5 +32,4 @@ def build_webhooks(
         secrets[Platform.GITHUB] = hooks.github_secret.get_secret_value().encode()
     if hooks.gitlab_secret is not None and settings.gitlab is not None:
         secrets[Platform.GITLAB] = hooks.gitlab_secret.get_secret_value().encode()
-    app = WebhookApp(secrets, on_thread, seen, max_body=hooks.max_body_kb * 1024)
-    return WebhookServer(app, hooks.listen)
+    return WebhookApp(secrets, on_thread, seen, max_body=hooks.max_body_kb * 1024)

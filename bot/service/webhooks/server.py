@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import waitress
-
 from bot.core.log import get_logger
 from bot.model.thread import Platform, TaskKey
+from bot.service.listener import Listener
 from bot.service.webhooks.events import thread_of
 from bot.service.webhooks.verify import verify_github, verify_gitlab
 from bot.store.base import DeliveryMemory
@@ -116,43 +114,20 @@ class WebhookApp:
         return verify_gitlab(self.secrets[platform], header)
 
 
-class WebhookServer:
+class WebhookServer(Listener):
     """Serves `WebhookApp` on host:port in a background thread."""
 
     def __init__(self, app: WebhookApp, listen: str, threads: int = 4) -> None:
-        host, _, port = listen.rpartition(":")
-        self.app = app
-        self._server = waitress.create_server(
-            app,
-            host=host.strip("[]") or "127.0.0.1",
-            port=int(port),
-            threads=threads,
-            # Waitress buffers a body before the app sees it; past 4x our limit it refuses it
-            # itself (uncounted), below that the app refuses and counts it.
-            max_request_body_size=app.max_body * 4,
-            ident="coding-agent-bot",
-            # Idle or trickling connections are dropped after 10 s (waitress keeps them 120 s
-            # by default), so a client holding many open cannot lock real deliveries out.
-            channel_timeout=10,
-            connection_limit=500,
+        # Waitress buffers a body before the app sees it; past 4x our limit it refuses it
+        # itself (uncounted), below that the app refuses and counts it.
+        super().__init__(
+            app, listen, serves=("webhooks",), max_body=app.max_body * 4, threads=threads
         )
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        host = self._server.effective_host
-        return f"http://{host}:{self._server.effective_port}"
+        self.app = app
 
     def start(self) -> WebhookServer:
-        self._thread = threading.Thread(target=self._server.run, name="webhooks", daemon=True)
-        self._thread.start()
-        log.info("webhooks_listening", url=self.url)
+        super().start()
         return self
-
-    def stop(self) -> None:
-        self._server.close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
 
 def _platform(path: str) -> Platform | None:
