@@ -19,6 +19,7 @@ from bot.core.clock import SYSTEM_CLOCK, Clock
 from bot.core.config import Settings
 from bot.core.metrics import Metrics
 from bot.forge.factory import Source, build_app, build_sources
+from bot.jail import Jail
 from bot.jail.factory import build_jail
 from bot.llm.base import LLMClient
 from bot.llm.factory import build_llm
@@ -29,6 +30,7 @@ from bot.service.notify import Notifier
 from bot.service.ui import build_page
 from bot.service.webhooks.factory import build_webhook_app
 from bot.store.factory import build_store
+from bot.task.mcp_run import McpLauncher
 
 
 class ListenError(Exception):
@@ -55,6 +57,7 @@ def build_daemon(
     metrics = metrics or Metrics()
     if sources is None:
         sources = build_sources(settings, stop, metrics, clock=clock)
+    jail = build_jail(settings.jail, clock)
     return Daemon(
         settings,
         sources,
@@ -64,10 +67,18 @@ def build_daemon(
         notifier or Notifier(None),
         store=build_store(settings, clock),
         counter=TokenCounter(encoding_for(settings.llm.model, settings.llm.tokenizer)),
-        jail=build_jail(settings.jail, clock),
+        jail=jail,
         app_refresh=_app_refresh(settings, stop, metrics, sources, clock),
         clock=clock,
+        mcp=build_mcp(settings, jail),
     )
+
+
+def build_mcp(settings: Settings, jail: Jail | None) -> McpLauncher | None:
+    """The MCP servers' launcher (the official SDK's client), when `mcp.servers` has any."""
+    if not settings.mcp.servers:
+        return None
+    return McpLauncher(settings.mcp, jail)
 
 
 def _app_refresh(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from bot.app import Application, ListenError
+from bot.app import Application, ListenError, build_mcp
 from bot.context.tokens import TokenCounter, encoding_for
 from bot.core import log as logging_setup
 from bot.core.clock import SYSTEM_CLOCK
@@ -25,7 +25,7 @@ from bot.core.config import ConfigError, Runtime, Settings, load_settings, summa
 from bot.core.pricing import shown
 from bot.forge.errors import AuthError, ForgeError
 from bot.forge.factory import build_sources
-from bot.jail.factory import jail_problem
+from bot.jail.factory import build_jail, jail_problem
 from bot.model.thread import TaskKey
 from bot.service import show
 from bot.service.health import check
@@ -33,6 +33,7 @@ from bot.service.notify import Notifier
 from bot.service.prune import parse_duration, prune
 from bot.store.errors import DatabaseError, StateError
 from bot.store.factory import build_store
+from bot.task.mcp_run import probe_servers
 from bot.task.preview import preview
 from bot.task.timeline import TimelineError
 
@@ -177,6 +178,11 @@ def _check_config(path: Path) -> int:
     if problem is not None:
         raise problem
     print(yaml.safe_dump(summary(settings), sort_keys=False, allow_unicode=True), end="")
+    launcher = build_mcp(settings, build_jail(settings.jail))
+    if launcher is not None:  # each server started once: its tools, or exit 2 naming it
+        logging_setup.configure("warning", settings.secrets(), stream=sys.stderr)
+        tools = probe_servers(launcher)
+        print(yaml.safe_dump({"mcp_tools": tools}, sort_keys=False, allow_unicode=True), end="")
     print(f"configuration OK: {path}", file=sys.stderr)
     return EXIT_OK
 

@@ -90,6 +90,13 @@ class CommandSession:
             self._work.remove()
             self._work = None
 
+    def work_copy(self) -> WorkCopy:
+        """The run's working copy (made, and set up, on first use), for a jailed MCP server
+        that works over it (`working_copy: true`, mounted read-only)."""
+        work = self._ready()
+        work.sync(self.workspace.changes)
+        return work
+
     def _ready(self) -> WorkCopy:
         if self._work is None:
             ws = self.workspace

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.context.budget import truncate
-from bot.context.render import UNTRUSTED_MARK
+from bot.context.render import UNTRUSTED_MARK, UNTRUSTED_TOOL_MARK
 from bot.context.tokens import TokenCounter
 from bot.context.window import turns
 from bot.core.log import get_logger
@@ -137,7 +137,8 @@ def carries_untrusted(message: Message) -> bool:
     """Whether a message holds text our own framing marked as untrusted (comment messages,
     read_comments results, anything rendered with the mark). A trusted text that merely
     mentions the mark is kept verbatim too: the safe direction."""
-    return UNTRUSTED_MARK in str(message.get("content") or "")
+    content = str(message.get("content") or "")
+    return UNTRUSTED_MARK in content or UNTRUSTED_TOOL_MARK in content
 
 
 def _newest_within(texts: list[str], budget: int, counter: TokenCounter) -> tuple[list[str], int]:

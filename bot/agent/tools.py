@@ -16,6 +16,16 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class RawArgs(BaseModel):
+    """Arguments checked by whoever receives them (an MCP server, against its own schema):
+    here only that they are a JSON object."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    def given(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
 class PostCommentArgs(Args):
     body: str = Field(min_length=1, max_length=60_000, description="Markdown text of the note")
     reply_to: str | None = Field(
@@ -36,6 +46,8 @@ class ToolResult:
     ok: bool = True
     malformed: bool = False
     finish: str | None = None
+    # The call was cancelled before it answered (pause, stop, SIGTERM): no result to record.
+    interrupted: bool = False
     # What a command did, in our own words ("passed", "failed (exit status 1)"): recorded
     # beside the result for the timeline and the report, which never show its output.
     outcome: str | None = None
@@ -45,11 +57,18 @@ class ToolResult:
 class Tool:
     name: str
     description: str
-    args: type[Args]
+    args: type[BaseModel]
     run: Callable[[Any, ToolCall], ToolResult]
+    # A JSON schema given as it is (an MCP server's), instead of the one of `args`.
+    parameters: dict[str, Any] | None = None
+    # Effects outside the task's own records (an MCP tool not marked read-only): its start is
+    # journaled, and a call cut off before its result was recorded is never made again
+    # (bot/task/journal.py). The built-in tools are safe to redo or carry their own markers.
+    once: bool = False
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, _without_titles(self.args.model_json_schema()))
+        schema = self.args.model_json_schema() if self.parameters is None else self.parameters
+        return ToolSpec(self.name, self.description, _without_titles(schema))
 
 
 def _without_titles(node: Any) -> Any:

@@ -75,12 +75,17 @@ def initial_context(
     base: Workspace | None = None,
     *,
     author_trusted: bool = False,
+    left_out_tools: Sequence[str] = (),
 ) -> OpeningContext:
     """`base`: the target branch's snapshot, for a pull/merge request's diff.
 
     `author_trusted`: whether the thread's author may give instructions (write access, as
     for comments); if not, the title and body are quoted and marked as data.
+    `left_out_tools`: tools whose schemas did not fit the budget (MCP servers'): in the plan
+    as left out, and named in the "Not shown in full" notes.
     """
+    tools_note = _tools_note(left_out_tools)
+    budget -= counter.count(tools_note) + 2 if tools_note else 0  # said after everything else
     numbered = [NumberedComment(n, c.comment, c.trusted) for n, c in enumerate(comments, start=1)]
     candidates = _thread_candidates(thread, numbered, previous, author_trusted, counter)
     people_text = "\n".join(
@@ -113,7 +118,33 @@ def initial_context(
         chosen = _required_only(candidates, max(budget - reserve, 0), counter)
         text = _render(chosen, numbered, author_trusted)
     text = truncate(text, budget, counter)  # the hard cap, whatever happened above
+    chosen = _with_left_out_tools(chosen, left_out_tools)
+    if tools_note:
+        text = f"{text}\n\n{tools_note}"
     return OpeningContext(text, chosen, {i.number: i.comment.id for i in numbered})
+
+
+TOOLS_SECTION = "tools"
+
+
+def _tools_note(names: Sequence[str]) -> str:
+    if not names:
+        return ""
+    return (
+        "## Tools left out\nThese tools' schemas do not fit the context budget; they are not "
+        f"available in this task: {shorten_list(list(names), 12)}."
+    )
+
+
+def _with_left_out_tools(chosen: ContextPlan, names: Sequence[str]) -> ContextPlan:
+    """The plan, with the tools left out for want of budget as its excluded sources."""
+    if not names:
+        return chosen
+    tools = tuple(
+        Choice(f"tool {name}", TOOLS_SECTION, Grain.EXCLUDED, 0, Reason.OVER_BUDGET)
+        for name in names
+    )
+    return ContextPlan(chosen.budget, chosen.choices + tools)
 
 
 HEAD_EXTRA = 40  # tokens of the body the thread's floor holds beyond its header and title

@@ -32,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from bot.core.mcp_settings import McpSettings
 from bot.core.pricing import Price
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -46,6 +47,9 @@ SECRET_KEYS = (
     "dsn",
     "password",
 )
+# Mappings in which any `<NAME>_file` key reads the secret `<NAME>` from a file (MCP servers'
+# environment and headers).
+_SECRET_MAPS = re.compile(r"^mcp\.servers\.[^.]+\.(env|headers)$")
 
 
 class ConfigError(Exception):
@@ -420,6 +424,7 @@ class Settings(_Frozen):
     ui: UISettings | None = None
     cache: CacheSettings = CacheSettings()
     store: StoreSettings = StoreSettings()
+    mcp: McpSettings = McpSettings()
 
     @model_validator(mode="after")
     def _some_source(self) -> Settings:
@@ -455,6 +460,13 @@ class Settings(_Frozen):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _jailed_servers_need_the_jail(self) -> Settings:
+        for name, server in self.mcp.servers.items():
+            if server.jail and not self.jail.enabled:
+                raise ValueError(f"mcp.servers.{name}.jail: needs jail.enabled: true")
+        return self
+
     def secrets(self) -> tuple[str, ...]:
         """Every secret value, for the log redaction processor."""
         app = self.github.app if self.github else None
@@ -469,7 +481,8 @@ class Settings(_Frozen):
             self.store.dsn,
             self.ui.password if self.ui else None,
         ]
-        return tuple(v.get_secret_value() for v in values if v and v.get_secret_value())
+        found = [v.get_secret_value() for v in values if v and v.get_secret_value()]
+        return (*found, *self.mcp.secrets())
 
 
 @dataclass(frozen=True)
@@ -533,7 +546,7 @@ def _resolve(node: Any, path: str, environ: Mapping[str, str], base_dir: Path) -
         if not isinstance(key, str):
             raise ConfigError(key_path, "keys must be strings")
         secret = key.removesuffix("_file")
-        if key.endswith("_file") and secret in SECRET_KEYS:
+        if key.endswith("_file") and (secret in SECRET_KEYS or _SECRET_MAPS.match(path)):
             if secret in node:
                 raise ConfigError(key_path, f"give either '{secret}' or '{key}', not both")
             file_path = _resolve(value, key_path, environ, base_dir)

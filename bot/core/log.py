@@ -35,6 +35,7 @@ _QUIET_LIBRARIES = (
     "httpx2",
     "httpcore",
     "httpcore2",
+    "mcp",
 )
 
 

@@ -1,11 +1,15 @@
-"""The log records of the libraries that speak during operations (psycopg_pool, APScheduler) as
-named events with fields: the JSON log holds no free-text line of theirs.
+"""The log records of the libraries that speak during operations (psycopg_pool, APScheduler,
+the `mcp` SDK) as named events with fields: the JSON log holds no free-text line of theirs.
 
 `name_library_events` runs in the stdlib bridge (`ProcessorFormatter.foreign_pre_chain`): it
 knows their message templates and puts the arguments in fields; any other record of theirs
 gets a fixed event name with its text in `message`. `DropDuplicates` leaves out APScheduler's
 lines about a job that failed, ran late or was skipped: `JobQueue` logs those facts itself,
 typed (`job_failed`, `job_missed`, `job_skipped`), and one line per fact is enough.
+
+The `mcp` SDK's records keep only their message template: its arguments and exceptions may
+quote what a server printed (a line on stdout that was not JSON-RPC), and a server may print
+what it was given.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ Args = tuple[Any, ...]
 
 _POOL = "psycopg.pool"
 _SCHEDULER = "apscheduler"
+_MCP = "mcp"
 # (library, message template) -> event, and the fields made of the record's arguments.
 _NAMED: dict[tuple[str, str], tuple[str, Callable[[Args], dict[str, Any]]]] = {
     (_POOL, "error connecting in %r: %s"): (
@@ -39,7 +44,11 @@ _NAMED: dict[tuple[str, str], tuple[str, Callable[[Args], dict[str, Any]]]] = {
         lambda a: {"reason": "closed"},
     ),
 }
-_OTHERS = {_POOL: "database_pool_message", _SCHEDULER: "scheduler_message"}
+_OTHERS = {
+    _POOL: "database_pool_message",
+    _SCHEDULER: "scheduler_message",
+    _MCP: "mcp_library_message",
+}
 _DUPLICATES = frozenset(
     {
         'Run time of job "%s" was missed by %s',
@@ -66,6 +75,11 @@ def name_library_events(logger: Any, method: str, event_dict: EventDict) -> Even
     library = _library(record.name)
     if library is None:
         return event_dict  # other libraries keep their message as the event
+    if library == _MCP:
+        for key in ("exc_info", "exception", "stack_info"):
+            event_dict.pop(key, None)
+        event_dict.update(event=_OTHERS[_MCP], message=str(record.msg))
+        return event_dict
     named = _NAMED.get((library, str(record.msg)))
     args = positional if isinstance(positional, tuple) else ()
     if named is not None:

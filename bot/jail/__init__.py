@@ -6,9 +6,17 @@ unless the configuration allows it for setup steps. `Jail.run` returns a `Comman
 whatever the command does; the daemon and other tasks never notice.
 """
 
-from bot.jail.jail import Jail, JailUnavailable, probe
+from bot.jail.jail import Jail, JailUnavailable, ServerLaunch, probe
 from bot.jail.limits import JailLimits
 from bot.jail.process import CommandResult
 from bot.jail.workcopy import WorkCopy
 
-__all__ = ["CommandResult", "Jail", "JailLimits", "JailUnavailable", "WorkCopy", "probe"]
+__all__ = [
+    "CommandResult",
+    "Jail",
+    "JailLimits",
+    "JailUnavailable",
+    "ServerLaunch",
+    "WorkCopy",
+    "probe",
+]

@@ -49,12 +49,18 @@ def bwrap_argv(
     command: str,
     *,
     limits: JailLimits,
-    env: Mapping[str, str],
+    env: Mapping[str, str] | None,
     network: Sequence[str] = (),
     read_only: Sequence[Path] = (),
+    program: Sequence[str] | None = None,
+    work_read_only: bool = False,
 ) -> list[str]:
     """`network`: the options of a `SlirpAttachment` for a networked command. Every command
-    gets its own network namespace (`--unshare-all`); the host's is never shared."""
+    gets its own network namespace (`--unshare-all`); the host's is never shared.
+    `program`: an argv run as it is instead of `/bin/sh -c command` (an MCP server);
+    `work_read_only`: the working copy is mounted read-only. `env` None: the environment
+    bubblewrap itself is started with passes through (its caller sets it exactly), so that
+    no value is on a command line, which any user of the host can read in /proc."""
     argv = ["prlimit", *limits.prlimit_args(), "--", bwrap]
     argv += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     argv += ["--ro-bind", "/usr", "/usr"]
@@ -69,13 +75,14 @@ def bwrap_argv(
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(limits.tmp_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     argv += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
-    argv += ["--bind", str(work), WORKDIR]
+    argv += ["--ro-bind" if work_read_only else "--bind", str(work), WORKDIR]
     # The root is bwrap's own tmpfs holding the mount points; nothing may be written there.
     argv += ["--remount-ro", "/", "--chdir", WORKDIR]
-    argv.append("--clearenv")
-    for key, value in sorted(env.items()):
-        argv += ["--setenv", key, value]
-    argv += ["--", "/bin/sh", "-c", command]
+    if env is not None:
+        argv.append("--clearenv")
+        for key, value in sorted(env.items()):
+            argv += ["--setenv", key, value]
+    argv += ["--", *(program or ("/bin/sh", "-c", command))]
     return argv
 
 

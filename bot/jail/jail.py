@@ -54,6 +54,15 @@ class _UidPool:
             self._free.append(uid)
 
 
+@dataclass(frozen=True)
+class ServerLaunch:
+    """A jailed long-lived program: its command line, and the whole environment to start it
+    with (bubblewrap passes it through to the program)."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(repr=False)
+
+
 class JailUnavailable(Exception):
     """bubblewrap is missing or cannot create namespaces here; the message says how to fix it."""
 
@@ -190,6 +199,31 @@ class Jail:
             launch=launch,
             clock=self.clock.monotonic,
         )
+
+    def server_launch(
+        self, program: Sequence[str], work: WorkCopy, env: Mapping[str, str], *, read_only: bool
+    ) -> ServerLaunch:
+        """How to start a long-lived program over `work` (an MCP server speaking on its stdin
+        and stdout): the same jail as `run`'s commands, never a network, its whole environment
+        `env` on the fixed base, given as the process environment (bubblewrap passes it
+        through; no value on a command line). The caller owns the process; bubblewrap's
+        `--die-with-parent` ends it with the daemon. The disk watchdog does not watch it."""
+        prefix = join_argv(work.cgroup) if work.cgroup is not None else []
+        argv = (
+            prefix
+            + work.area.enter()
+            + bwrap_argv(
+                self._bwrap_path(),
+                work.area.jail_root,
+                "",
+                limits=self.limits,
+                env=None,
+                read_only=self.read_only,
+                program=program,
+                work_read_only=read_only,
+            )
+        )
+        return ServerLaunch(tuple(argv), jail_env(env))
 
     def _area(self, owner: tuple[int, int] | None) -> Area:
         settled = self._host.disk

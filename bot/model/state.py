@@ -100,6 +100,9 @@ class TaskState(BaseModel):
     # Results of side-effecting tool calls that happened but are not yet in the conversation:
     # after a crash the call is answered from here instead of being carried out twice.
     tool_journal: dict[str, str] = Field(default_factory=dict)
+    # Calls with effects outside our records (MCP tools not marked read-only) that started
+    # and have no journaled result yet: call id -> tool name (bot/task/journal.py).
+    tool_started: dict[str, str] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)  # this run's
     # The task's earlier runs together (carried over when a new run starts), so that a task's
     # cost is known without reading its archived runs (zero in states saved before it existed).

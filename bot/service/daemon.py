@@ -39,6 +39,7 @@ from bot.store.errors import DatabaseError, LeaseLost, StateError, TaskBusy
 from bot.store.factory import daemon_name
 from bot.store.task_files import DaemonLock
 from bot.task.controls import Command, commands_since_finish
+from bot.task.mcp_run import McpLauncher
 from bot.task.runner import Deps, Outcome, TaskRunner
 
 log = get_logger(__name__)
@@ -77,9 +78,10 @@ class Daemon:
         jail: Jail | None,
         app_refresh: AppRefresh | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        mcp: McpLauncher | None = None,
     ) -> None:
         """Everything outside is given (`bot.app.build_daemon` builds it from the config);
-        `jail` is None unless `jail.enabled`."""
+        `jail` is None unless `jail.enabled`, `mcp` unless MCP servers are configured."""
         self.settings = settings
         self.clock = clock  # handed to every part that reads the time
         self.sources = sources
@@ -102,6 +104,7 @@ class Daemon:
         self.rejections = Rejections(self.heartbeat)  # tokens the forges refused
         self.counter = counter
         self.jail = jail
+        self.mcp = mcp
         if self.jail is not None:  # which bounds hold here (README, "Running commands")
             log.info("jail_limits", **self.jail.host_limits())
         self.app_refresh = app_refresh  # None: no GitHub App, or never refreshed
@@ -135,6 +138,7 @@ class Daemon:
             metrics=self.metrics,
             jail=self.jail,
             clock=self.clock,
+            mcp=self.mcp,
         )
         return _Worker(source, TaskRunner(deps))
 

@@ -32,7 +32,7 @@ from bot.agent.plan_tool import plan_tool
 from bot.agent.read_comments import read_comments
 from bot.agent.repo_checks import checks_for
 from bot.agent.repo_tools import repo_tools
-from bot.agent.tools import Toolbox, finish_tool, post_comment_tool, read_comments_tool
+from bot.agent.tools import Tool, Toolbox, finish_tool, post_comment_tool, read_comments_tool
 from bot.context.budget import truncate
 from bot.context.engine import initial_context, opening_budget
 from bot.context.tokens import TokenCounter
@@ -43,7 +43,7 @@ from bot.core.metrics import Metrics
 from bot.core.prompts import load_prompt
 from bot.forge.base import Forge
 from bot.forge.errors import AuthError, ForgeError
-from bot.jail import Jail
+from bot.jail import Jail, WorkCopy
 from bot.llm.base import LLMClient
 from bot.model.state import Status, TaskState, now_iso
 from bot.model.thread import TaskKey, Thread
@@ -63,6 +63,7 @@ from bot.task.finishing import finish
 from bot.task.gate import Gate
 from bot.task.handover import Decision, Need, Starting, Verdict, may_run
 from bot.task.lifecycle import Lifecycle
+from bot.task.mcp_run import McpLauncher, McpRun
 from bot.task.outcome import Outcome
 from bot.task.page_link import page_url
 from bot.task.posting import Poster
@@ -89,6 +90,7 @@ class Deps:
     metrics: Metrics = field(default_factory=Metrics)
     jail: Jail | None = None  # commands and checks; None: the agent edits without running
     clock: Clock = SYSTEM_CLOCK  # the daemon's: backoff, post intents, delivery delays, deadlines
+    mcp: McpLauncher | None = None  # MCP servers (bot/task/mcp_run.py); None: none configured
 
 
 class TaskRunner:
@@ -141,7 +143,7 @@ class TaskRunner:
                 )
                 return Outcome.INTERRUPTED
             finally:
-                run.close()  # the jail's working copy, when the run made one
+                run.close()  # its MCP servers, and the jail's working copy when it made one
             if outcome is not Outcome.NOTHING:  # only a daemon that worked the task says so
                 log.info("task_outcome", outcome=outcome.value)
             return outcome
@@ -204,6 +206,9 @@ class _Run:
         )
         self._workspace: Workspace | None = None
         self._session: CommandSession | None = None
+        self._mcp: McpRun | None = None
+        if deps.mcp is not None:
+            self._mcp = deps.mcp.run(key.repo, lambda: self._work_copy())
         self._toolbox = self._tools()
         self.turn = Turn(
             deps.llm,
@@ -239,7 +244,21 @@ class _Run:
             session = self._commands()
             if session is not None:
                 tools.append(run_command_tool(session, self.deps.counter, budget))
+            tools += self._mcp_tools(budget)
         return Toolbox(tools)
+
+    def _mcp_tools(self, budget: int) -> list[Tool]:
+        """The MCP servers' tools (their servers start here, once per run)."""
+        if self._mcp is None:
+            return []
+        llm = self.settings.llm
+        prompt = llm.context_window - llm.reserve_output_tokens
+        return self._mcp.tools(self.deps.counter, budget, prompt, self.safe.watch)
+
+    def _work_copy(self) -> WorkCopy:
+        session = self._commands()
+        assert session is not None  # `jail: true` servers need jail.enabled (config)
+        return session.work_copy()
 
     def _commands(self) -> CommandSession | None:
         """The jail session of this run, made when the workspace is (None without a jail)."""
@@ -251,7 +270,7 @@ class _Run:
             assert self.state.base_sha is not None
             read = trusted_reader(self.forge, thread, self.state.base_sha, self._workspace, trusted)
             checks = checks_for(self.settings.jail, self.key.repo, read)
-            self.close()
+            self._close_session()
             self._session = CommandSession(
                 self.deps.jail, self._workspace, checks, head_trusted=self._code_trusted(thread)
             )
@@ -267,7 +286,12 @@ class _Run:
         return author_trusted(self.forge, thread, self.detector.trust)
 
     def close(self) -> None:
-        """Remove the run's working copy (the jail's), if one was made."""
+        """The run's MCP servers closed, its working copy (the jail's) removed."""
+        if self._mcp is not None:
+            self._mcp.close()
+        self._close_session()
+
+    def _close_session(self) -> None:
         if self._session is not None:
             self._session.close()
             self._session = None
@@ -406,6 +430,7 @@ class _Run:
             previous=self.state.previous_summary,
             base=target_workspace(self.forge, thread, self.state.base_sha, self.settings),
             author_trusted=trusted,
+            left_out_tools=self._mcp.left_out if self._mcp is not None else (),
         )
         log.info("context_plan", **opening.plan.log_fields())
         self.conversation.append({"role": "system", "content": system, "kind": "system"})

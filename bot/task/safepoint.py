@@ -44,6 +44,9 @@ from bot.task.outcome import Outcome
 
 log = get_logger(__name__)
 CLOSED_STATES = frozenset({"closed", "merged"})
+# While a tool call waits on something outside (an MCP server), the thread's controls are read
+# this often: a pause or stop cancels the call within about this long (README, "MCP tools").
+WATCH_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,8 @@ class SafePoint:
         self.label_trust = label_trust
         self.llm = llm  # the caps and the price
         self.step: Callable[[], int] = lambda: lifecycle.state.step
+        self.halted: Outcome | None = None  # what `watch` stopped a call for
+        self._next_watch = 0.0
 
     def read_thread(self) -> Check:
         """The thread as it is now; a halt if it was deleted or closed."""
@@ -221,6 +226,22 @@ class SafePoint:
         self.lifecycle.answer("refused-grant", refused_note([word for _, word in split.asks]))
         log.info("grant_refused", comments=[c.comment.id for c in asked])
         return [item for item in split.talk if all(item is not a for a in asked)]
+
+    def watch(self) -> bool:
+        """Asked over and over while a tool call runs: whether to cancel it now. The daemon
+        stopping is seen at once, the thread's controls (pause, stop, closed) every
+        WATCH_SECONDS; the check that finds one acts on it as any safe point does, and
+        `halted` says what the turn ends with. A lost lease raises from the check's save."""
+        if self.stop.is_set():
+            self.halted = Outcome.INTERRUPTED
+            return True
+        now = self.clock.monotonic()
+        if now < self._next_watch:
+            return False
+        self._next_watch = now + WATCH_SECONDS
+        check = self.check(deliver=False)
+        self.halted = check.halt
+        return check.halt is not None
 
     def _commands(self, split: Split) -> list[Control]:
         """The commands that count against the labels: a person's paused label added after a

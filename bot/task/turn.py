@@ -24,6 +24,7 @@ from bot.core.metrics import Metrics
 from bot.llm.base import LLMCancelled, LLMClient, LLMError, LLMFatal, LLMReply, Message, ToolCall
 from bot.store.base import ConversationLog
 from bot.task.allowance import reached
+from bot.task.journal import run_call, settled
 from bot.task.lifecycle import Lifecycle
 from bot.task.outcome import Outcome
 from bot.task.safepoint import SafePoint
@@ -211,7 +212,7 @@ class Turn:
         )
         done = {str(e.get("tool_call_id")) for e in after if e.get("role") == "tool"}
         for call_id in done:
-            self.lifecycle.state.tool_journal.pop(call_id, None)
+            settled(self.lifecycle.state, call_id)
         if calls and done >= {c.id for c in calls}:
             return TurnEnd(final=self._finish_argument(calls))
         return self.apply(LLMReply(entry.get("content"), calls), done=done)
@@ -236,6 +237,8 @@ class Turn:
             if check.halt is not None:
                 return TurnEnd(halt=check.halt)
             result = self._run(call)
+            if result.interrupted:  # cancelled by a pause, stop or SIGTERM while it ran
+                return TurnEnd(halt=self.safe.halted or Outcome.INTERRUPTED)
             malformed += int(result.malformed)
             final = result.finish or final
         if pending and malformed == len(pending):
@@ -246,9 +249,12 @@ class Turn:
 
     def _run(self, call: ToolCall) -> ToolResult:
         state = self.lifecycle.state
-        journaled = state.tool_journal.get(call.id)
+        # Answered from an earlier process's records (a result, or a start without one).
+        earlier = bool(state.tool_journal.get(call.id)) or call.id in state.tool_started
         started = self.clock.monotonic()
-        result = ToolResult(journaled) if journaled else self.toolbox().execute(call)
+        result = run_call(state, self.lifecycle.save, self.toolbox(), call)
+        if result.interrupted:
+            return result
         entry: dict[str, Any] = {
             "role": "tool",
             "tool_call_id": call.id,
@@ -260,11 +266,11 @@ class Turn:
         }
         if result.outcome is not None:
             entry["outcome"] = result.outcome
-        if journaled:
+        if earlier:
             entry["journaled"] = True  # carried out by an earlier process: its time is unknown
             entry.pop("duration")
         self.conversation.append(entry)
-        state.tool_journal.pop(call.id, None)
+        settled(state, call.id)
         self.lifecycle.save()
         return result
 
