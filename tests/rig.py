@@ -87,31 +87,23 @@ class Rig:
 
     @property
     def settings(self) -> Settings:
-        return parse_settings(
-            config_text(
-                self.forge,
-                self.model,
-                self.state_dir,
-                self.extra_config,
-                self.llm_options,
-                self.forge_timeout,
-                self.repos,
-            ),
-            {},
+        return parse_settings(self._config_text(), {})
+
+    def _config_text(self) -> str:
+        return config_text(
+            self.forge,
+            self.model,
+            self.state_dir,
+            self.extra_config,
+            self.llm_options,
+            self.forge_timeout,
+            self.repos,
         )
 
     def config_file(self, path: Path) -> Path:
         """The rig's configuration as a file, for the `bot` commands that read one."""
         path.write_text(
-            config_text(
-                self.forge,
-                self.model,
-                self.state_dir,
-                self.extra_config,
-                self.llm_options,
-                self.forge_timeout,
-                self.repos,
-            ),
+            self._config_text(),
             encoding="utf-8",
         )
         return path

@@ -24,6 +24,7 @@ from bot.core.pricing import Price
 from bot.model.state import Usage
 from bot.model.thread import TaskKey
 from bot.store.base import Store
+from bot.task.allowance import cost_of
 from bot.task.entries import Entry, decimal_text, describe, iso
 
 __all__ = ["Entry", "Timeline", "TimelineError", "Totals", "build_timeline", "totals"]
@@ -161,7 +162,7 @@ def build_timeline(
 
 
 def totals(usage: Usage, price: Price | None) -> Totals:
-    cost = price.cost(usage.prompt_tokens, usage.completion_tokens) if price else None
+    cost = cost_of(usage, price) if price else None
     currency = price.currency if price else None
     return Totals(usage.calls, usage.prompt_tokens, usage.completion_tokens, cost, currency)
 

@@ -22,6 +22,7 @@ from bot.model.thread import TaskKey
 from bot.service.ui.links import ForgeLinks, href
 from bot.store.base import Holder, Store
 from bot.store.errors import Unreadable
+from bot.task.allowance import cost_of
 from bot.task.page_link import task_path
 from bot.task.timeline import Entry, Timeline, build_timeline
 
@@ -106,7 +107,7 @@ def _row(
         run=state.run,
         step=state.step,
         tokens=usage.total,
-        cost=price.cost(usage.prompt_tokens, usage.completion_tokens) if price else None,
+        cost=cost_of(usage, price) if price else None,
         last_activity=state.updated_at,
     )
 
